@@ -1,0 +1,53 @@
+# Build helpers shared by every folder. Included by the top-level CMakeLists.txt (and by scratch drivers that build
+# one folder alone). Headers are included by their path from the repository root: #include "engine/engine.h".
+set(DEPENGINE_SOURCE_DIR ${CMAKE_CURRENT_LIST_DIR}/..)
+cmake_path(NORMAL_PATH DEPENGINE_SOURCE_DIR)
+
+# Warnings for our own targets only (never leaked to users through the installed targets).
+add_library(depengine_warnings INTERFACE)
+target_compile_options(depengine_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
+                                                    $<$<BOOL:${DEPENGINE_WERROR}>:-Werror>)
+
+# depengine_library(NAME <short> SOURCES ... [DEPS ...]) builds depengine_<short>, aliased depengine::<short>,
+# and marks it for installation.
+function(depengine_library)
+  cmake_parse_arguments(ARG "" "NAME" "SOURCES;DEPS" ${ARGN})
+  set(target depengine_${ARG_NAME})
+  add_library(${target} ${ARG_SOURCES})
+  add_library(depengine::${ARG_NAME} ALIAS ${target})
+  set_target_properties(${target} PROPERTIES EXPORT_NAME ${ARG_NAME} OUTPUT_NAME depengine_${ARG_NAME})
+  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${DEPENGINE_SOURCE_DIR}>
+                                              $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/depengine>)
+  target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE $<BUILD_INTERFACE:depengine_warnings>)
+  set_property(GLOBAL APPEND PROPERTY DEPENGINE_INSTALL_TARGETS ${target})
+endfunction()
+
+# depengine_test(NAME <name> SOURCES ... LIBS ...): one Catch2 executable (linked with the shared main in
+# test/main.cpp), registered with CTest under <name>. Randomized tests read DEPENGINE_TEST_REPEAT (how many seeds to
+# run) from the environment; DEPENGINE_SANITIZER is passed to them as a definition so they can scale their work.
+function(depengine_test)
+  cmake_parse_arguments(ARG "" "NAME" "SOURCES;LIBS" ${ARGN})
+  if(NOT TARGET depengine_test_main)
+    find_package(Catch2 REQUIRED)
+    add_library(depengine_test_main STATIC ${DEPENGINE_SOURCE_DIR}/test/main.cpp)
+    target_link_libraries(depengine_test_main PUBLIC Catch2::Catch2)
+  endif()
+  add_executable(${ARG_NAME} ${ARG_SOURCES})
+  target_link_libraries(${ARG_NAME} PRIVATE depengine_test_main ${ARG_LIBS} depengine_warnings)
+  target_include_directories(${ARG_NAME} PRIVATE ${DEPENGINE_SOURCE_DIR})
+  target_compile_definitions(${ARG_NAME} PRIVATE DEPENGINE_SANITIZER="${DEPENGINE_SANITIZER}")
+  add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
+endfunction()
+
+# depengine_bench(NAME <name> SOURCES ... LIBS ...): one benchmark executable using bench/common/report.h.
+function(depengine_bench)
+  cmake_parse_arguments(ARG "" "NAME" "SOURCES;LIBS" ${ARGN})
+  if(NOT TARGET depengine_bench_report)
+    add_library(depengine_bench_report STATIC ${DEPENGINE_SOURCE_DIR}/bench/common/report.cpp)
+    target_include_directories(depengine_bench_report PUBLIC ${DEPENGINE_SOURCE_DIR})
+    target_link_libraries(depengine_bench_report PRIVATE depengine_warnings)
+  endif()
+  add_executable(${ARG_NAME} ${ARG_SOURCES})
+  target_link_libraries(${ARG_NAME} PRIVATE depengine_bench_report ${ARG_LIBS} depengine_warnings)
+  target_include_directories(${ARG_NAME} PRIVATE ${DEPENGINE_SOURCE_DIR})
+endfunction()

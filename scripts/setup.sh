@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# Installs the Debian bookworm packages depengine needs to build, test and benchmark. Idempotent: packages already
+# present are skipped, and nothing is fetched when all are. Run as root (or with sudo available).
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build   # toolchain
+  clang libclang-rt-14-dev            # ThreadSanitizer preset (clang's runtime, ignorelist support)
+  libtbb-dev                          # the threadpool executor (oneTBB 2021.8)
+  libboost-dev                        # header-only Lockfree and Asio
+  catch2                              # tests (Catch2 v2)
+  libbenchmark-dev                    # benchmarks
+  valgrind                            # instruction counts in bench/
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+sudo=""
+[ "$(id -u)" -eq 0 ] || sudo="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$sudo apt-get update -qq
+$sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
