@@ -1,0 +1,450 @@
+#include "engine/detail/engine_core.h"
+
+#include <algorithm>
+#include <cassert>
+#include <cstdio>
+#include <string>
+#include <utility>
+
+#include "engine/detail/notification.h"
+
+namespace depengine::detail {
+namespace {
+
+std::atomic<std::uint32_t> g_next_engine_id{1};
+
+// What the calling thread is running: set by execute() around an op's function, restored after (executors nest
+// when an inline op pushes a ready op). Lets Completion route successors into the running executor's ready list,
+// exempts pushes from inside ops from back-pressure, and detects waits that would deadlock.
+struct Running {
+  EngineCore* engine = nullptr;
+  TaskList* ready = nullptr;
+};
+thread_local Running t_running;
+
+class RunningScope {
+ public:
+  RunningScope(EngineCore* engine, TaskList* ready) noexcept : saved_(t_running) { t_running = {engine, ready}; }
+  ~RunningScope() { t_running = saved_; }
+  RunningScope(const RunningScope&) = delete;
+  RunningScope& operator=(const RunningScope&) = delete;
+
+ private:
+  Running saved_;
+};
+
+VarState* state_of(const VarUse& use) noexcept { return static_cast<VarState*>(use.var); }
+
+// Sorts uses by variable address and folds duplicates (a mutation wins over a read). Returns the distinct count.
+std::uint32_t sort_and_fold(VarUse* uses, std::uint32_t count) noexcept {
+  auto by_var = [](const VarUse& a, const VarUse& b) { return a.var < b.var; };
+  if (count <= 16) {
+    for (std::uint32_t i = 1; i < count; ++i) {  // insertion sort: the common lists are tiny
+      VarUse key = uses[i];
+      std::uint32_t j = i;
+      for (; j > 0 && by_var(key, uses[j - 1]); --j) uses[j] = uses[j - 1];
+      uses[j] = key;
+    }
+  } else {
+    std::sort(uses, uses + count, by_var);
+  }
+  std::uint32_t distinct = 0;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (distinct > 0 && uses[distinct - 1].var == uses[i].var) {
+      if (uses[i].access == Access::kWrite) uses[distinct - 1].access = Access::kWrite;
+    } else {
+      uses[distinct++] = uses[i];
+    }
+  }
+  return distinct;
+}
+
+void recycle_record(OpRecord* op) noexcept {
+  op->fn.reset();
+  op->error = nullptr;
+  op->heap_uses.reset();
+  op->num_uses = 0;
+  RecordPool::release(op);
+}
+
+}  // namespace
+
+EngineCore::EngineCore(EngineOptions options)
+    : id_(g_next_engine_id.fetch_add(1, std::memory_order_relaxed)),  // relaxed: only uniqueness matters
+      max_in_flight_(options.max_in_flight),
+      low_water_(options.max_in_flight * 3 / 4),
+      executors_(std::move(options.executors)) {
+  if (executors_.empty()) throw Error("EngineOptions::executors is empty: an engine needs at least one executor");
+  if (max_in_flight_ == 0) throw Error("EngineOptions::max_in_flight must be at least 1");
+  for (const auto& executor : executors_) {
+    if (executor == nullptr) throw Error("EngineOptions::executors holds a null executor");
+  }
+  for (const auto& executor : executors_) executor->start(*this);
+}
+
+EngineCore::~EngineCore() = default;
+
+void EngineCore::shutdown() noexcept {
+  wait_in_flight_at_most(0);
+  {
+    std::lock_guard lock(errors_mutex_);
+    if (first_error_ != nullptr) {
+      std::string what = "unknown exception";
+      try {
+        std::rethrow_exception(first_error_);
+      } catch (const std::exception& e) {
+        what = e.what();
+      } catch (...) {
+      }
+      std::fprintf(stderr, "depengine: engine destroyed with an error no wait reported: %s\n", what.c_str());
+    }
+  }
+  for (const auto& executor : executors_) executor->stop();
+}
+
+Executor& EngineCore::executor_at(std::uint32_t index) const {
+  if (index >= executors_.size()) {
+    throw Error("context names executor " + std::to_string(index) + " but the engine has " +
+                std::to_string(executors_.size()));
+  }
+  return *executors_[index];
+}
+
+// --- Variables -------------------------------------------------------------------------------------------------
+
+Var EngineCore::new_variable() {
+  std::lock_guard lock(vars_mutex_);
+  VarState* var = free_vars_;
+  if (var != nullptr) {
+    free_vars_ = var->free_next;
+  } else {
+    var = &vars_.emplace_back();
+  }
+  // relaxed: the slot is not shared yet; the handle reaches other threads through the user's own synchronisation.
+  return Var(var, id_, var->generation.load(std::memory_order_relaxed));
+}
+
+VarState* EngineCore::checked_state(const Var& var, const char* api) const {
+  if (var.is_null()) throw Error(std::string(api) + ": null Var (default-constructed handle)");
+  if (var.engine_ != id_) throw Error(std::string(api) + ": Var belongs to another engine");
+  // relaxed: an early check for a handle already dead; push re-checks under the variable's lock.
+  if (var.state_->generation.load(std::memory_order_relaxed) != var.generation_) {
+    throw Error(std::string(api) + ": Var was deleted (DeleteVariable) and may not be used again");
+  }
+  return var.state_;
+}
+
+void EngineCore::recycle_var(VarState* var) noexcept {
+  assert(var->idle_locked() && "variable recycled while ops still use it");
+  var->error = nullptr;
+  std::lock_guard lock(vars_mutex_);
+  var->free_next = free_vars_;
+  free_vars_ = var;
+}
+
+std::uint64_t EngineCore::version(Var var) const { return checked_state(var, "Version")->version(); }
+
+// --- Push ------------------------------------------------------------------------------------------------------
+
+OpRecord* EngineCore::make_record(const PushOptions& options, bool async) {
+  Executor* executor = &executor_at(options.context.executor);
+  OpRecord* op = RecordPool::acquire();
+  op->prepare(this, executor, options.priority);
+  op->name = options.name;
+  op->async = async;
+  op->no_skip = options.no_skip;
+  op->deletes_var = false;
+  op->internal = false;
+  return op;
+}
+
+void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const {
+  for (const Var& var : reads) (void)checked_state(var, "Push");
+  for (const Var& var : mutates) (void)checked_state(var, "Push");
+  op->reserve_uses(reads.size() + mutates.size());
+  std::uint32_t count = 0;
+  for (const Var& var : reads) op->uses[count++] = VarUse{var.state_, op, nullptr, Access::kRead, var.generation_};
+  for (const Var& var : mutates) op->uses[count++] = VarUse{var.state_, op, nullptr, Access::kWrite, var.generation_};
+  op->num_uses = sort_and_fold(op->uses, count);
+}
+
+// Appends `op` to the queue of every variable it uses, all locks held at once (see var_queue.h). Returns false,
+// appending nothing, if a variable was deleted since its handle was checked. DeleteVariable's op moves its variable's
+// generation on while the lock is held, so no push can slip in behind it.
+bool EngineCore::publish(OpRecord* op) {
+  VarUse* const uses = op->uses;
+  const std::uint32_t count = op->num_uses;
+  for (std::uint32_t i = 0; i < count; ++i) uses[i].var->lock();
+  bool alive = true;
+  for (std::uint32_t i = 0; i < count && alive; ++i) {
+    // relaxed: generation is written only under this lock, which we hold.
+    alive = state_of(uses[i])->generation.load(std::memory_order_relaxed) == uses[i].tag;
+  }
+  if (alive) {
+    op->reset_wait(static_cast<std::int32_t>(count) + 1);  // + 1: our own grant, given after the unlocks
+    if (op->deletes_var) {
+      VarState* var = state_of(uses[0]);
+      // relaxed: under the lock, which every reader of generation that matters holds too.
+      var->generation.store(var->generation.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+    ReadyList ready;  // stays empty: the op waits for our grant
+    for (std::uint32_t i = 0; i < count; ++i) uses[i].var->append_locked(uses[i], ready);
+    assert(ready.empty());
+  }
+  for (std::uint32_t i = 0; i < count; ++i) uses[i].var->unlock();
+  return alive;
+}
+
+void EngineCore::submit_new(OpRecord* op, const char* api) {
+  admit(op->internal || t_running.engine == this);
+  if (!publish(op)) {
+    leave();
+    recycle_record(op);
+    throw Error(std::string(api) + ": a variable of the op was deleted (DeleteVariable) and may not be used again");
+  }
+  if (op->grant()) op->executor()->submit(*op);
+}
+
+void EngineCore::push(OpFunction fn, VarList reads, VarList mutates, const PushOptions& options, bool async) {
+  OpRecord* op = make_record(options, async);
+  try {
+    gather_uses(op, reads, mutates);
+  } catch (...) {
+    recycle_record(op);
+    throw;
+  }
+  op->fn = std::move(fn);
+  submit_new(op, async ? "PushAsync" : "Push");
+}
+
+void EngineCore::delete_variable(Var var, OpFunction deleter, const PushOptions& options) {
+  VarState* state = checked_state(var, "DeleteVariable");
+  OpRecord* op = make_record(options, false);
+  op->no_skip = true;  // the deleter runs whatever error the variable carries
+  op->deletes_var = true;
+  op->reserve_uses(1);
+  op->uses[0] = VarUse{state, op, nullptr, Access::kWrite, var.generation_};
+  op->num_uses = 1;
+  op->fn = std::move(deleter);
+  submit_new(op, "DeleteVariable");
+}
+
+// Pushes an engine-internal op that uses `var` alone, exclusively, without counting as a mutation.
+void EngineCore::push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn) {
+  OpRecord* op = make_record(PushOptions{}, false);
+  op->no_skip = true;
+  op->internal = true;
+  op->reserve_uses(1);
+  op->uses[0] = VarUse{var, op, nullptr, Access::kSync, generation};
+  op->num_uses = 1;
+  op->fn = std::move(fn);
+  submit_new(op, "WaitForVar");
+}
+
+// --- Run and complete ------------------------------------------------------------------------------------------
+
+void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
+  OpRecord* op = static_cast<OpRecord*>(&task);
+  if (!op->no_skip) {
+    for (std::uint32_t i = 0; i < op->num_uses && op->error == nullptr; ++i) op->error = state_of(op->uses[i])->error;
+  }
+  if (op->error != nullptr) {  // skipped: the error passes on to what the op mutates
+    finish(op, ready);
+    return;
+  }
+  const RunningScope running(this, &ready);
+  const RunContext ctx{op->name, worker, op->executor()};
+  if (!op->async) {
+    try {
+      op->fn(ctx, nullptr);
+    } catch (...) {
+      op->error = std::current_exception();
+      note_error(op->error);
+    }
+    finish(op, ready);
+    return;
+  }
+  // relaxed: the record is ours until the Completion below is handed to the function; the user passes that
+  // Completion to other threads through synchronisation of their own, which carries these stores with it.
+  op->holds.store(2, std::memory_order_relaxed);
+  const Completion done(op, op->ticket.load(std::memory_order_relaxed));
+  try {
+    op->fn(ctx, &done);
+  } catch (...) {
+    const std::exception_ptr thrown = std::current_exception();
+    try {
+      done(thrown);  // the function failed before completing its op: that is the op's error
+    } catch (const Error&) {
+      note_error(thrown);  // it failed after completing: not lost, reported by WaitForAll
+    }
+  }
+  release_hold(op);
+}
+
+void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
+  if (error != nullptr) {
+    op->error = std::move(error);
+    note_error(op->error);
+  }
+  if (t_running.engine == this) {  // completed from inside an op's function: successors join that executor's list
+    complete_uses(op, *t_running.ready);
+    leave();
+  } else {
+    TaskList ready;
+    complete_uses(op, ready);
+    leave();
+    while (Task* task = ready.pop_front()) task->executor()->submit(*task);
+  }
+  release_hold(op);
+}
+
+void EngineCore::finish(OpRecord* op, TaskList& ready) noexcept {
+  complete_uses(op, ready);
+  leave();
+  recycle_record(op);
+}
+
+void EngineCore::complete_uses(OpRecord* op, TaskList& ready) noexcept {
+  ReadyList granted;
+  for (std::uint32_t i = 0; i < op->num_uses; ++i) {
+    VarUse& use = op->uses[i];
+    VarState* var = state_of(use);
+    if (op->error != nullptr && use.access == Access::kWrite && var->error == nullptr && !op->deletes_var) {
+      var->error = op->error;
+      std::lock_guard lock(errors_mutex_);
+      poisoned_.push_back(Var(var, id_, use.tag));
+    }
+    var->complete(use, granted);
+  }
+  if (op->deletes_var) recycle_var(state_of(op->uses[0]));
+  while (OpNode* node = granted.pop_front()) ready.push_back(static_cast<OpRecord*>(node));
+}
+
+void EngineCore::release_hold(OpRecord* op) noexcept {
+  // acq_rel: the later of the two parties (function return, completion) recycles; its acquire pairs with the other's
+  // release, so the other is done with the record.
+  if (op->holds.fetch_sub(1, std::memory_order_acq_rel) == 1) recycle_record(op);
+}
+
+void EngineCore::note_error(const std::exception_ptr& error) noexcept {
+  std::lock_guard lock(errors_mutex_);
+  if (first_error_ == nullptr) first_error_ = error;
+}
+
+// --- In flight, back-pressure and waits ------------------------------------------------------------------------
+
+void EngineCore::admit(bool exempt) {
+  if (exempt) {
+    // relaxed: counting only; the op's publication is ordered by the variable locks.
+    in_flight_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  // relaxed: the bound is a count, not a hand-off; the compare-exchange makes it exact.
+  std::size_t n = in_flight_.load(std::memory_order_relaxed);
+  for (;;) {
+    if (n < max_in_flight_) {
+      if (in_flight_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) return;
+    } else {
+      wait_in_flight_at_most(low_water_);
+      n = in_flight_.load(std::memory_order_relaxed);
+    }
+  }
+}
+
+void EngineCore::leave() noexcept {
+  // seq_cst, with the seq_cst load of sleepers_: a Dekker pair with wait_in_flight_at_most(), which raises sleepers_
+  // and then reads in_flight_. One of the two sees the other, so no sleeper misses the level it waits for.
+  const std::size_t now = in_flight_.fetch_sub(1, std::memory_order_seq_cst) - 1;
+  if ((now == 0 || now == low_water_) && sleepers_.load(std::memory_order_seq_cst) != 0) {
+    std::lock_guard lock(wake_mutex_);
+    wake_cv_.notify_all();
+  }
+}
+
+bool EngineCore::help() noexcept {
+  for (const auto& executor : executors_) {
+    if (executor->try_help()) return true;
+  }
+  return false;
+}
+
+// Waits until at most `level` ops are in flight; `level` is 0 or low_water_, the levels leave() announces. Runs
+// queued work meanwhile; sleeps only when there is none.
+void EngineCore::wait_in_flight_at_most(std::size_t level) {
+  // acquire: pairs with the release part of leave()'s seq_cst decrement, so the completed ops' effects are visible.
+  while (in_flight_.load(std::memory_order_acquire) > level) {
+    if (help()) continue;
+    sleepers_.fetch_add(1, std::memory_order_seq_cst);  // see leave()
+    {
+      std::unique_lock lock(wake_mutex_);
+      wake_cv_.wait(lock, [&] { return in_flight_.load(std::memory_order_seq_cst) <= level; });
+    }
+    // relaxed: a spurious notify from a stale count costs one lock, nothing more.
+    sleepers_.fetch_sub(1, std::memory_order_relaxed);
+  }
+}
+
+void EngineCore::forbid_inside_op(const char* api) const {
+  if (t_running.engine == this) {
+    throw Error(std::string(api) +
+                " called from inside a running op of the same engine: it would wait for that op, or for work queued "
+                "behind it, and never return; push a dependent op instead");
+  }
+}
+
+void EngineCore::wait_for_var(Var var) {
+  forbid_inside_op("WaitForVar");
+  VarState* state = checked_state(var, "WaitForVar");
+  Notification done;
+  std::exception_ptr error;
+  push_sync_op(state, var.generation_, OpFunction::make<false>([state, &done, &error] {
+                 error = std::exchange(state->error, nullptr);
+                 done.notify();
+               }));
+  while (!done.notified()) {
+    if (!help()) done.wait();
+  }
+  if (error != nullptr) std::rethrow_exception(error);
+}
+
+void EngineCore::wait_for_all() {
+  forbid_inside_op("WaitForAll");
+  wait_in_flight_at_most(0);
+  std::exception_ptr error;
+  std::vector<Var> poisoned;
+  {
+    std::lock_guard lock(errors_mutex_);
+    error = std::exchange(first_error_, nullptr);
+    poisoned.swap(poisoned_);
+  }
+  // Clear the variables' errors in push order, so ops pushed meanwhile by other threads see a consistent state.
+  for (const Var& var : poisoned) {
+    // relaxed: an early filter for variables deleted since; push re-checks under the lock.
+    if (var.state_->generation.load(std::memory_order_relaxed) != var.generation_) continue;
+    VarState* state = var.state_;
+    try {
+      push_sync_op(state, var.generation_, OpFunction::make<false>([state] { state->error = nullptr; }));
+    } catch (const Error&) {
+      // deleted concurrently: nothing left to clear
+    }
+  }
+  if (!poisoned.empty()) wait_in_flight_at_most(0);
+  if (error != nullptr) std::rethrow_exception(error);
+}
+
+}  // namespace depengine::detail
+
+namespace depengine {
+
+void Completion::operator()(std::exception_ptr error) const {
+  std::uint64_t expected = ticket_;
+  // acq_rel: the release publishes this thread's work on the op to whoever recycles the record (release_hold's
+  // acquire); the acquire pairs with execute()'s stores before the function ran. Only one call can win.
+  if (!op_->ticket.compare_exchange_strong(expected, ticket_ + 1, std::memory_order_acq_rel,
+                                           std::memory_order_relaxed)) {
+    throw Error("Completion called more than once for the same op");
+  }
+  op_->engine->complete_async(op_, std::move(error));
+}
+
+}  // namespace depengine

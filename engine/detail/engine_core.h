@@ -1,0 +1,113 @@
+// EngineCore: the engine behind the Engine handle — push, run, complete, wait. See engine.h for the contract and
+// README.md in this folder's parent for the protocols.
+//
+// Push:    admit (in-flight bound) -> take a pooled record -> sort and fold the variable list -> lock every variable
+//          in address order -> check the handles are alive -> append to every queue -> unlock -> drop the pusher's
+//          grant; whoever gives the last grant submits the op to its executor.
+// Run:     an executor calls execute(): skip if an input carries an error, else call the function; then complete.
+// Complete: attach the op's error to the variables it mutates -> complete each use in its queue (granting
+//          successors into the caller's ready list) -> retire (in-flight count) -> recycle the record.
+//
+// Thread safety: all public members from any thread; shutdown() once, from the owner, with no op running.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/detail/op_function.h"
+#include "engine/detail/op_record.h"
+#include "engine/engine.h"
+#include "engine/var_queue/var_queue.h"
+
+namespace depengine::detail {
+
+// One variable: its queue plus what the engine keeps beside it. The queue comes first so that a VarUse's VarQueue*
+// converts back with a static_cast.
+struct VarState : VarQueue {
+  // Moves on when DeleteVariable is pushed; handles made earlier are dead. Written under the queue's lock (or while
+  // the slot is free); relaxed loads elsewhere only detect misuse early.
+  std::atomic<std::uint32_t> generation{0};
+  // The first error attached since the last clear. Ordered by the queue itself: written only by ops that mutate or
+  // sync the variable (which run alone), read by any op that uses it (which runs after them).
+  std::exception_ptr error;
+  VarState* free_next = nullptr;  // guarded by EngineCore::vars_mutex_ while the slot is free
+};
+
+class EngineCore final : public ExecutorHost {
+ public:
+  explicit EngineCore(EngineOptions options);
+  EngineCore(const EngineCore&) = delete;
+  EngineCore& operator=(const EngineCore&) = delete;
+  ~EngineCore();
+
+  Var new_variable();
+  void push(OpFunction fn, VarList reads, VarList mutates, const PushOptions& options, bool async);
+  void delete_variable(Var var, OpFunction deleter, const PushOptions& options);
+  void wait_for_var(Var var);
+  void wait_for_all();
+  [[nodiscard]] std::uint64_t version(Var var) const;
+  [[nodiscard]] std::size_t in_flight() const noexcept {
+    // relaxed: a snapshot for the caller, ordering nothing.
+    return in_flight_.load(std::memory_order_relaxed);
+  }
+  [[nodiscard]] Executor& executor_at(std::uint32_t index) const;
+
+  // Waits for every op, reports an unreported error to stderr, and stops the executors.
+  void shutdown() noexcept;
+
+  // ExecutorHost.
+  void execute(Task& task, int worker, TaskList& ready) noexcept override;
+
+  // Completes async op `op` on behalf of a Completion that has already claimed the op's ticket.
+  void complete_async(OpRecord* op, std::exception_ptr error);
+
+ private:
+  [[nodiscard]] VarState* checked_state(const Var& var, const char* api) const;
+  OpRecord* make_record(const PushOptions& options, bool async);
+  void gather_uses(OpRecord* op, VarList reads, VarList mutates) const;
+  [[nodiscard]] bool publish(OpRecord* op);
+  void submit_new(OpRecord* op, const char* api);
+  void push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn);
+
+  void finish(OpRecord* op, TaskList& ready) noexcept;
+  void complete_uses(OpRecord* op, TaskList& ready) noexcept;
+  void release_hold(OpRecord* op) noexcept;
+  void recycle_var(VarState* var) noexcept;
+  void note_error(const std::exception_ptr& error) noexcept;
+
+  void admit(bool exempt);
+  void leave() noexcept;
+  bool help() noexcept;
+  void wait_in_flight_at_most(std::size_t level);
+  void forbid_inside_op(const char* api) const;
+
+  const std::uint32_t id_;  // never reused in the process (see Var)
+  const std::size_t max_in_flight_;
+  const std::size_t low_water_;  // a push held back by the bound resumes once in_flight_ falls to this
+  std::vector<std::unique_ptr<Executor>> executors_;
+
+  // Variable table: stable addresses, recycled through a free list.
+  std::mutex vars_mutex_;
+  std::deque<VarState> vars_;     // guarded by vars_mutex_ (growth); elements are owned by their users meanwhile
+  VarState* free_vars_ = nullptr;  // guarded by vars_mutex_
+
+  // Errors for WaitForAll.
+  std::mutex errors_mutex_;
+  std::exception_ptr first_error_;  // guarded by errors_mutex_
+  std::vector<Var> poisoned_;       // variables given an error since the last WaitForAll; guarded by errors_mutex_
+
+  // In flight: incremented by admit(), decremented by leave(). Waiters sleep on wake_cv_.
+  alignas(64) std::atomic<std::size_t> in_flight_{0};
+  alignas(64) std::atomic<int> sleepers_{0};
+  std::mutex wake_mutex_;
+  std::condition_variable wake_cv_;
+};
+
+}  // namespace depengine::detail

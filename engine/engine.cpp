@@ -1,0 +1,27 @@
+#include "engine/engine.h"
+
+#include "engine/detail/engine_core.h"
+
+namespace depengine {
+
+Engine::Engine(EngineOptions options) : core_(std::make_unique<detail::EngineCore>(std::move(options))) {}
+
+Engine::~Engine() { core_->shutdown(); }
+
+Var Engine::NewVariable() { return core_->new_variable(); }
+
+void Engine::push(detail::OpFunction fn, VarList reads, VarList mutates, const PushOptions& options, bool async) {
+  core_->push(std::move(fn), reads, mutates, options, async);
+}
+
+void Engine::delete_variable(Var var, detail::OpFunction deleter, const PushOptions& options) {
+  core_->delete_variable(var, std::move(deleter), options);
+}
+
+void Engine::WaitForVar(Var var) { core_->wait_for_var(var); }
+void Engine::WaitForAll() { core_->wait_for_all(); }
+std::uint64_t Engine::Version(Var var) const { return core_->version(var); }
+std::size_t Engine::InFlight() const noexcept { return core_->in_flight(); }
+Executor& Engine::executor(std::uint32_t index) const { return core_->executor_at(index); }
+
+}  // namespace depengine

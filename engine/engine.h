@@ -1,0 +1,140 @@
+// depengine's public API: an Engine runs the functions you push as soon as, and only when, the variables they use
+// allow.
+//
+//   depengine::EngineOptions options;
+//   options.executors.push_back(std::make_unique<depengine::ThreadPoolExecutor>());
+//   depengine::Engine engine(std::move(options));
+//   depengine::Var a = engine.NewVariable(), b = engine.NewVariable();
+//   engine.Push([&] { x = 1; }, {}, {a});                // mutates a
+//   engine.Push([&] { y = x + 1; }, {a}, {b});           // reads a, mutates b: runs after the first
+//   engine.WaitForVar(b);                                // y == 2 here
+//
+// The contract (DESIGN.md §2):
+// - Order. Ops that use a variable take effect in push order: consecutive reads run concurrently; a mutation waits
+//   for every earlier read and mutation of it and holds back every later use. Happens-before: writes made by an op
+//   that mutates V are visible to every op pushed later that reads or mutates V, and an op's reads of V happen before
+//   any later mutation of V starts.
+// - Any thread may push, concurrently. The engine orders all pushes in one total order that respects each thread's
+//   program order, and every variable's queue follows it, so concurrent pushers can never deadlock each other.
+// - Lists. A variable named twice counts once; one both read and mutated counts as mutated.
+// - Errors. An op that throws (or passes an error to its Completion) attaches the exception to every variable it
+//   mutates. A later op that uses a variable carrying an error is skipped and passes the error on to the variables it
+//   mutates, unless pushed with no_skip. An op keeps its first error; a variable keeps the first error attached to it
+//   until a wait clears it. Nothing terminates the process and no error is dropped silently.
+// - Waits. WaitForVar(v) returns once every op pushed on v before the call has completed, then rethrows v's error
+//   (once: v reads clean afterwards). WaitForAll() returns once no op is in flight, then rethrows the first error any
+//   op raised since the last WaitForAll, and clears every variable's error. Both run queued work on the calling thread
+//   while they wait. Called from inside a running op of this engine they would wait on that op or on work queued
+//   behind it, so they throw Error instead of hanging.
+// - Back-pressure. At most EngineOptions::max_in_flight ops are pushed and not yet completed. A push past the bound
+//   waits (running queued work meanwhile). Pushes from inside a running op are exempt: the op they would wait for may
+//   be the one pushing. An async op whose Completion only the blocked pushing thread would call cannot complete, so
+//   call completions from elsewhere or raise the bound.
+// - Deletion. DeleteVariable(v, deleter) is a mutation of v ordered after everything pushed on v before it; the
+//   deleter runs then (even if v carries an error), exactly once, and every copy of the handle is dead from the call.
+// - Shutdown. ~Engine() waits for every pushed op to complete. An error no wait reported is written to stderr.
+//
+// Thread safety: every member may be called from any thread, concurrently, except the destructor.
+// Cost: Push takes one spinlock per distinct variable and a pooled record; it allocates nothing for ops with at most
+// OpRecord::kInlineVars (6) distinct variables and a function of at most OpFunction::kInlineBytes (56) bytes with a
+// noexcept move constructor; larger ones cost one allocation each. NewVariable takes a mutex (and allocates when the
+// variable table grows). Waits take mutexes.
+#pragma once
+
+#include <concepts>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "engine/detail/op_function.h"
+#include "engine/errors.h"
+#include "engine/push_options.h"
+#include "engine/run_context.h"
+#include "engine/var.h"
+#include "executors/executor.h"
+
+namespace depengine {
+
+// The function shapes Push accepts: fn(const RunContext&) or fn().
+template <class F>
+concept SyncOpFunction = std::invocable<std::decay_t<F>&, const RunContext&> || std::invocable<std::decay_t<F>&>;
+
+// The function shapes PushAsync accepts: fn(const RunContext&, Completion) or fn(Completion).
+template <class F>
+concept AsyncOpFunction =
+    std::invocable<std::decay_t<F>&, const RunContext&, Completion> || std::invocable<std::decay_t<F>&, Completion>;
+
+struct EngineOptions {
+  // The running policies, owned by the engine. PushOptions::context.executor indexes this list; the first is the
+  // default. At least one is required.
+  std::vector<std::unique_ptr<Executor>> executors;
+  // The most ops pushed and not yet completed (see Back-pressure above). At least 1.
+  std::size_t max_in_flight = std::size_t{1} << 16;
+};
+
+class Engine {
+ public:
+  // Starts the executors. Throws Error if options has no executor, a null one, or max_in_flight == 0.
+  explicit Engine(EngineOptions options);
+  // Waits for every pushed op to complete, then stops the executors. Must not be called from inside an op.
+  ~Engine();
+  Engine(const Engine&) = delete;
+  Engine& operator=(const Engine&) = delete;
+
+  // A new variable, with version 0 and no error.
+  [[nodiscard]] Var NewVariable();
+
+  // Pushes `fn`, which reads `reads` and mutates `mutates`. It may run before Push returns (it does on the inline
+  // executor). Throws Error, pushing nothing, for a null, deleted or foreign variable or an unknown context.
+  template <class F>
+  void Push(F&& fn, VarList reads, VarList mutates, const PushOptions& options = {}) {
+    static_assert(SyncOpFunction<F>,
+                  "Push(fn, ...): fn must be callable as fn(const RunContext&) or fn(); "
+                  "a function that completes later takes a Completion and is pushed with PushAsync");
+    push(detail::OpFunction::make<false>(std::forward<F>(fn)), reads, mutates, options, false);
+  }
+
+  // Pushes an asynchronous op: `fn` receives a Completion and the op completes when that is called (see
+  // run_context.h), from any thread, possibly after fn returned. If fn throws before calling it, the op completes
+  // with that exception. Otherwise as Push.
+  template <class F>
+  void PushAsync(F&& fn, VarList reads, VarList mutates, const PushOptions& options = {}) {
+    static_assert(AsyncOpFunction<F>,
+                  "PushAsync(fn, ...): fn must be callable as fn(const RunContext&, Completion) or fn(Completion)");
+    push(detail::OpFunction::make<true>(std::forward<F>(fn)), reads, mutates, options, true);
+  }
+
+  // Schedules the deletion of `var` after every op pushed on it so far; `deleter` (callable as deleter()) runs then.
+  // Every copy of `var` is dead from this call on. Throws Error for a null, deleted or foreign variable.
+  template <class F>
+  void DeleteVariable(Var var, F&& deleter, const PushOptions& options = {}) {
+    static_assert(std::invocable<std::decay_t<F>&>, "DeleteVariable(var, deleter): deleter must be callable as deleter()");
+    delete_variable(var, detail::OpFunction::make<false>(std::forward<F>(deleter)), options);
+  }
+  void DeleteVariable(Var var) {
+    DeleteVariable(var, [] {});
+  }
+
+  // See Waits above. Throws Error for a bad variable, or when called from inside a running op of this engine.
+  void WaitForVar(Var var);
+  void WaitForAll();
+
+  // The number of completed mutations of `var`. Exact inside an op that uses var; otherwise a recent value.
+  [[nodiscard]] std::uint64_t Version(Var var) const;
+
+  // Ops pushed and not yet completed, at some moment during the call.
+  [[nodiscard]] std::size_t InFlight() const noexcept;
+
+  // The executor at `index` of EngineOptions::executors. Throws Error if out of range.
+  [[nodiscard]] Executor& executor(std::uint32_t index) const;
+
+ private:
+  void push(detail::OpFunction fn, VarList reads, VarList mutates, const PushOptions& options, bool async);
+  void delete_variable(Var var, detail::OpFunction deleter, const PushOptions& options);
+
+  std::unique_ptr<detail::EngineCore> core_;
+};
+
+}  // namespace depengine

@@ -1,0 +1,44 @@
+// What an op's function receives: the RunContext, and for asynchronous ops the Completion it must call.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <string_view>
+
+namespace depengine {
+
+class Executor;
+
+namespace detail {
+struct OpRecord;
+class EngineCore;
+}  // namespace detail
+
+// Where and as what an op runs. Valid for the duration of the call of the op's function.
+struct RunContext {
+  std::string_view name;         // the op's PushOptions::name ("" when none was given)
+  int worker = -1;               // index of the executor's worker thread running it; -1 on any other thread
+  Executor* executor = nullptr;  // the executor running it (owned by the engine)
+};
+
+// The completion of an asynchronous op (PushAsync). Call it exactly once, from any thread, when the op's work is
+// done: with no argument (or a null exception_ptr) for success, or with the error. A copy is the same completion.
+//
+// Happens-before: everything the op did before calling the completion is visible to the ops that depend on it.
+// The op's function may return before or after calling it; the op completes at the call, not at the return.
+// Calling it a second time (from any copy) throws Error and changes nothing. Never calling it leaves the op in
+// flight forever: WaitForVar on its mutated variables, WaitForAll and the engine's destructor then wait for ever.
+class Completion {
+ public:
+  void operator()() const { (*this)(std::exception_ptr{}); }
+  void operator()(std::exception_ptr error) const;
+
+ private:
+  friend class detail::EngineCore;
+  Completion(detail::OpRecord* op, std::uint64_t ticket) noexcept : op_(op), ticket_(ticket) {}
+
+  detail::OpRecord* op_;   // op records are pooled for the process lifetime, so a stale call stays memory-safe
+  std::uint64_t ticket_;   // the record's completion ticket for this op; a second call finds it moved on
+};
+
+}  // namespace depengine

@@ -1,0 +1,94 @@
+// The per-operation wait counter, and an operation's use of one variable (the entry it puts in that variable's queue).
+//
+// An operation that uses k variables starts with a wait count of k + 1: one grant per variable queue, plus one held by
+// the pushing thread until the op has been appended to every queue, so that the op cannot start while it is still
+// being pushed. Whoever takes the count to zero owns the op's start: it is moved to a ReadyList and dispatched by that
+// thread, never by two.
+//
+// Happens-before: everything a granting thread did before its grant (in particular the completed predecessor's
+// writes, which happen before the predecessor's release) is visible to the thread that makes the final grant, and so
+// to the op when it runs.
+//
+// Thread safety: grant() may be called concurrently from any thread; the links are owned as documented per field.
+// Cost: one atomic read-modify-write per grant; no allocation.
+#pragma once
+
+#include <atomic>
+#include <cassert>
+#include <cstdint>
+
+namespace depengine {
+
+class OpNode;
+class VarQueue;
+
+// How an op uses a variable. kSync is an engine-internal exclusive use that does not count as a mutation: it orders
+// like a write but leaves the version alone (WaitForVar and error clearing use it).
+enum class Access : std::uint8_t { kRead, kWrite, kSync };
+
+// One op's use of one variable. Lives inside the op's record; while the op waits behind a write it is linked into
+// that variable's queue.
+struct VarUse {
+  VarQueue* var = nullptr;  // not owned: the engine owns variables and keeps them alive while ops use them
+  OpNode* op = nullptr;     // the op this use belongs to (its owner)
+  VarUse* next = nullptr;   // next waiting entry of var's queue; written only under var's lock
+  Access access = Access::kRead;
+  std::uint32_t tag = 0;    // the owner's: the engine keeps the handle's generation here; the queue ignores it
+};
+
+class OpNode {
+ public:
+  // Sets the number of grants still missing. Only before the op is published to any queue.
+  void reset_wait(std::int32_t grants) noexcept {
+    // relaxed: the op is not yet visible to any other thread; publishing it (under a variable's lock) orders this.
+    wait_.store(grants, std::memory_order_relaxed);
+  }
+
+  // Records one grant. Returns true to exactly one caller: the one whose grant completed the set.
+  [[nodiscard]] bool grant() noexcept {
+    // acq_rel: the release publishes this granter's history to the final granter; the acquire (which matters for
+    // the final granter only) pairs with the release of every earlier grant, all in this counter's release sequence.
+    const std::int32_t before = wait_.fetch_sub(1, std::memory_order_acq_rel);
+    assert(before > 0 && "op granted more often than it waits");
+    return before == 1;
+  }
+
+  // Link in a ReadyList; owned by the thread that holds the list.
+  OpNode* ready_next_ = nullptr;
+
+ private:
+  std::atomic<std::int32_t> wait_{0};
+};
+
+// An intrusive FIFO of ready ops, filled by the var queue while a lock is held and drained by the caller after it is
+// released (no op is ever dispatched under a lock). Owned by one thread; never allocates.
+class ReadyList {
+ public:
+  [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
+  [[nodiscard]] OpNode* front() const noexcept { return head_; }
+
+  void push_back(OpNode* op) noexcept {
+    op->ready_next_ = nullptr;
+    if (tail_ != nullptr) {
+      tail_->ready_next_ = op;
+    } else {
+      head_ = op;
+    }
+    tail_ = op;
+  }
+
+  [[nodiscard]] OpNode* pop_front() noexcept {
+    OpNode* op = head_;
+    if (op != nullptr) {
+      head_ = op->ready_next_;
+      if (head_ == nullptr) tail_ = nullptr;
+    }
+    return op;
+  }
+
+ private:
+  OpNode* head_ = nullptr;
+  OpNode* tail_ = nullptr;
+};
+
+}  // namespace depengine

@@ -1,0 +1,85 @@
+// The queue of one variable: the order in which ops may use it.
+//
+// Ops are appended in push order. Consecutive reads run together; a write (or a sync use) waits until every earlier
+// read and write has completed and holds back every later use until it completes. This is MXNet's ThreadedVar
+// protocol, with the queue nodes embedded in the op records (VarUse) so that appending never allocates.
+//
+// State (all under lock_):
+//
+//     running_reads_ = 2            head_                             tail_
+//     (granted, not complete)       v                                 v
+//                                   [W1] -> [R3] -> [R4] -> [W5] -> [R6]
+//                                   first write: granted once running_reads_ is 0
+//
+//   - A read appended while head_ is null is granted at once (running_reads_ + 1); otherwise it waits in the list.
+//   - A write appended to an empty list becomes head_, granted at once if no read is running.
+//   - When the last running read completes, head_ (a write) is granted.
+//   - When the head write completes it is popped, the version moves on, and the reads now at the front are granted
+//     together and leave the list; if a write then heads the list and no read is running, it is granted.
+//
+// Granted reads leave the list, so the list holds exactly the ops still waiting plus the granted head write.
+//
+// Pushing an op that uses several variables appends it to all of them while holding all of their locks, taken in
+// one global order (ascending address): two-phase locking. So the order of ops on every variable is consistent with
+// one total order of pushes, and two threads pushing over the same variables can never order them oppositely on two
+// queues (MXNet could, and deadlocked). Completion takes one lock at a time and never nests.
+//
+// Happens-before: a completing op's writes happen before its complete() releases lock_; the next op is granted
+// under lock_ and its wait counter carries that on (see op_node.h). So writes made by an op that mutates V are
+// visible to every op pushed later that reads or mutates V.
+//
+// Thread safety: lock()/append_locked() by pushing threads, complete() by completing threads, concurrently.
+// Cost: one spinlock acquisition per append and per completion, O(1) work plus one grant per op it releases.
+// No allocation.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+
+#include "engine/var_queue/detail/spinlock.h"
+#include "engine/var_queue/op_node.h"
+
+namespace depengine {
+
+class VarQueue {
+ public:
+  VarQueue() = default;
+  VarQueue(const VarQueue&) = delete;
+  VarQueue& operator=(const VarQueue&) = delete;
+
+  // Locks the queue for appending. Hold it only across append_locked() calls of one push.
+  void lock() noexcept { lock_.lock(); }
+  void unlock() noexcept { lock_.unlock(); }
+
+  // Appends `use` (whose op must not be ready yet: the pusher holds a grant back). If the use is granted at once and
+  // that grant completes its op's set, the op is appended to `ready`. Requires lock() held.
+  void append_locked(VarUse& use, ReadyList& ready) noexcept;
+
+  // Records that `use` has completed: releases the ops it was holding back, appending those made ready to `ready`.
+  // Takes the lock. `use` must be granted and not yet completed.
+  void complete(const VarUse& use, ReadyList& ready) noexcept;
+
+  // The number of completed mutations (Access::kWrite). Any thread. Exact when read by an op that uses the variable
+  // (nothing can complete a mutation concurrently); otherwise a value it had at some point during the call.
+  [[nodiscard]] std::uint64_t version() const noexcept {
+    // acquire: pairs with the release store in complete(), so the mutation counted is visible to the caller.
+    return version_.load(std::memory_order_acquire);
+  }
+
+  // True while no op uses or waits for the variable. Requires lock() held, or quiescence.
+  [[nodiscard]] bool idle_locked() const noexcept { return head_ == nullptr && running_reads_ == 0; }
+
+ private:
+  static void grant(VarUse& use, ReadyList& ready) noexcept {
+    if (use.op->grant()) ready.push_back(use.op);
+  }
+  void grant_front_reads(ReadyList& ready) noexcept;
+
+  detail::Spinlock lock_;
+  std::int32_t running_reads_ = 0;  // granted reads not yet completed; all precede head_
+  VarUse* head_ = nullptr;          // first waiting use; if non-null it is a write or sync use
+  VarUse* tail_ = nullptr;
+  std::atomic<std::uint64_t> version_{0};  // written under lock_, read lock-free
+};
+
+}  // namespace depengine

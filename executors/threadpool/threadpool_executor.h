@@ -1,0 +1,87 @@
+// The CPU executor: runs ready ops on oneTBB worker threads.
+//
+// oneTBB supplies the threads (a task_arena of `workers` slots); our ops never travel through a TBB task. Ready ops
+// wait in this executor's own queue (two FIFOs: urgent, for priority > 0, and normal), and each worker runs a
+// *drainer*: a TBB task that takes ops from the queue, runs them, and runs one op that each completion made ready
+// next, on the same thread, so a chain never crosses threads. A drainer that finds the queue empty spins for
+// `spin` (a cross-core wake costs about 10 us on these machines, so waiting that long first is cheap insurance),
+// then returns its thread to oneTBB, which parks it.
+//
+// Waking, "never more workers than there is work": at most one drainer searches for work at a time. A submit starts
+// a new drainer only when none is searching and fewer than `workers` exist; a searching drainer that finds work
+// starts one more only if work remains queued. So a burst of n ops wakes at most min(n, workers) threads, one by
+// one, and a steady trickle keeps one thread busy rather than waking a second. (See README.md for the timeline.)
+//
+// Thread safety: every method may be called from any thread, except start()/stop() (the engine's owner thread).
+// Cost: submit() takes the queue spinlock once (and enqueues a TBB task only when a drainer must be started);
+// running a kept successor takes no lock. No allocation per op; starting a drainer allocates one TBB task.
+//
+// oneTBB caps its worker threads at hardware threads - 1 by default. The executor holds a
+// tbb::global_control(max_allowed_parallelism, workers + 1) for its lifetime so that all `workers` can run; oneTBB
+// applies the smallest such limit in the process, so pools built together share the smallest one.
+#pragma once
+
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/task_arena.h>
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <cstddef>
+#include <mutex>
+
+#include "engine/var_queue/detail/spinlock.h"
+#include "executors/executor.h"
+
+namespace depengine {
+
+struct ThreadPoolOptions {
+  int workers = 0;  // worker threads; 0 means std::thread::hardware_concurrency()
+  // How long an idle worker keeps looking for work before giving its thread back to oneTBB.
+  std::chrono::nanoseconds spin = std::chrono::microseconds(20);
+};
+
+class ThreadPoolExecutor final : public Executor {
+ public:
+  // Throws std::invalid_argument if options.workers is negative.
+  explicit ThreadPoolExecutor(ThreadPoolOptions options = {});
+  ~ThreadPoolExecutor() override;
+
+  [[nodiscard]] std::string_view name() const noexcept override { return "threadpool"; }
+  [[nodiscard]] int workers() const noexcept { return workers_; }
+
+  void start(ExecutorHost& host) override { host_ = &host; }
+  void submit(Task& task) noexcept override;
+  [[nodiscard]] bool try_help() noexcept override;
+  void stop() noexcept override;
+
+ private:
+  void drain();
+  Task* next_task(bool was_running);
+  [[nodiscard]] Task* pop_locked() noexcept;
+  [[nodiscard]] bool claim_drainer_locked() noexcept;
+  void launch_drainer();
+
+  ExecutorHost* host_ = nullptr;  // not owned: the engine, set by start()
+  const int workers_;
+  const std::chrono::nanoseconds spin_;
+  tbb::global_control thread_limit_;
+  tbb::task_arena arena_;
+
+  // Shared by submitters and drainers, all under lock_.
+  alignas(64) detail::Spinlock lock_;
+  TaskList urgent_;
+  TaskList normal_;
+  int drainers_ = 0;   // drainer tasks started and not yet finished
+  int searching_ = 0;  // drainers looking for work (not running an op)
+
+  // Written under lock_, read by spinning drainers without it: a hint that the queue is not empty.
+  alignas(64) std::atomic<std::size_t> queued_{0};
+  // Drainers alive, for stop() to wait on. A mutex rather than an atomic wait: the last drainer's notify must happen
+  // before stop() can return and the executor be destroyed, and holding alive_mutex_ across it guarantees that.
+  std::mutex alive_mutex_;
+  std::condition_variable alive_cv_;
+  int alive_ = 0;  // guarded by alive_mutex_
+};
+
+}  // namespace depengine
