@@ -3,9 +3,12 @@
 set(DEPENGINE_SOURCE_DIR ${CMAKE_CURRENT_LIST_DIR}/..)
 cmake_path(NORMAL_PATH DEPENGINE_SOURCE_DIR)
 
-# Warnings for our own targets only (never leaked to users through the installed targets).
+# Warnings for our own targets only (never leaked to users through the installed targets). Designated initializers
+# of option structs ({.name = "x"}) leave the other fields at their defaults on purpose, which GCC 12's
+# -Wmissing-field-initializers would flag.
 add_library(depengine_warnings INTERFACE)
 target_compile_options(depengine_warnings INTERFACE -Wall -Wextra -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
+                                                    -Wno-missing-field-initializers
                                                     $<$<BOOL:${DEPENGINE_WERROR}>:-Werror>)
 
 # depengine_library(NAME <short> SOURCES ... [DEPS ...]) builds depengine_<short>, aliased depengine::<short>,

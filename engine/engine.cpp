@@ -10,9 +10,12 @@ Engine::~Engine() { core_->shutdown(); }
 
 Var Engine::NewVariable() { return core_->new_variable(); }
 
-void Engine::push(detail::OpFunction fn, VarList reads, VarList mutates, const PushOptions& options, bool async) {
-  core_->push(std::move(fn), reads, mutates, options, async);
+detail::OpRecord* Engine::begin_push(const PushOptions& options, bool async) {
+  return core_->make_record(options, async);
 }
+detail::OpFunction& Engine::function_of(detail::OpRecord* op) noexcept { return op->fn; }
+void Engine::abandon_push(detail::OpRecord* op) noexcept { detail::EngineCore::abandon(op); }
+void Engine::finish_push(detail::OpRecord* op, VarList reads, VarList mutates) { core_->push(op, reads, mutates); }
 
 void Engine::delete_variable(Var var, detail::OpFunction deleter, const PushOptions& options) {
   core_->delete_variable(var, std::move(deleter), options);

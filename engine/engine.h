@@ -57,6 +57,10 @@
 
 namespace depengine {
 
+namespace detail {
+struct OpRecord;
+}  // namespace detail
+
 // The function shapes Push accepts: fn(const RunContext&) or fn().
 template <class F>
 concept SyncOpFunction = std::invocable<std::decay_t<F>&, const RunContext&> || std::invocable<std::decay_t<F>&>;
@@ -93,7 +97,9 @@ class Engine {
     static_assert(SyncOpFunction<F>,
                   "Push(fn, ...): fn must be callable as fn(const RunContext&) or fn(); "
                   "a function that completes later takes a Completion and is pushed with PushAsync");
-    push(detail::OpFunction::make<false>(std::forward<F>(fn)), reads, mutates, options, false);
+    detail::OpRecord* op = begin_push(options, false);
+    emplace<false>(op, std::forward<F>(fn));
+    finish_push(op, reads, mutates);
   }
 
   // Pushes an asynchronous op: `fn` receives a Completion and the op completes when that is called (see
@@ -103,7 +109,9 @@ class Engine {
   void PushAsync(F&& fn, VarList reads, VarList mutates, const PushOptions& options = {}) {
     static_assert(AsyncOpFunction<F>,
                   "PushAsync(fn, ...): fn must be callable as fn(const RunContext&, Completion) or fn(Completion)");
-    push(detail::OpFunction::make<true>(std::forward<F>(fn)), reads, mutates, options, true);
+    detail::OpRecord* op = begin_push(options, true);
+    emplace<true>(op, std::forward<F>(fn));
+    finish_push(op, reads, mutates);
   }
 
   // Schedules the deletion of `var` after every op pushed on it so far; `deleter` (callable as deleter()) runs then.
@@ -131,7 +139,22 @@ class Engine {
   [[nodiscard]] Executor& executor(std::uint32_t index) const;
 
  private:
-  void push(detail::OpFunction fn, VarList reads, VarList mutates, const PushOptions& options, bool async);
+  // A push in three steps, so that the function is constructed in place in the op's record: take a record (throws
+  // Error for an unknown context), store the function (if that throws, the record is given back), then gather the
+  // variables and publish (throws Error, giving the record back, for a bad variable).
+  detail::OpRecord* begin_push(const PushOptions& options, bool async);
+  template <bool Async, class F>
+  void emplace(detail::OpRecord* op, F&& fn) {
+    try {
+      function_of(op).emplace<Async>(std::forward<F>(fn));
+    } catch (...) {
+      abandon_push(op);
+      throw;
+    }
+  }
+  static detail::OpFunction& function_of(detail::OpRecord* op) noexcept;
+  void abandon_push(detail::OpRecord* op) noexcept;
+  void finish_push(detail::OpRecord* op, VarList reads, VarList mutates);
   void delete_variable(Var var, detail::OpFunction deleter, const PushOptions& options);
 
   std::unique_ptr<detail::EngineCore> core_;

@@ -124,6 +124,7 @@ Var EngineCore::new_variable() {
   return Var(var, id_, var->generation.load(std::memory_order_relaxed));
 }
 
+// Cold: builds the message for a bad handle. Returns the state of a good one.
 VarState* EngineCore::checked_state(const Var& var, const char* api) const {
   if (var.is_null()) throw Error(std::string(api) + ": null Var (default-constructed handle)");
   if (var.engine_ != id_) throw Error(std::string(api) + ": Var belongs to another engine");
@@ -159,13 +160,18 @@ OpRecord* EngineCore::make_record(const PushOptions& options, bool async) {
 }
 
 void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const {
-  for (const Var& var : reads) (void)checked_state(var, "Push");
-  for (const Var& var : mutates) (void)checked_state(var, "Push");
-  op->reserve_uses(reads.size() + mutates.size());
-  std::uint32_t count = 0;
-  for (const Var& var : reads) op->uses[count++] = VarUse{var.state_, op, nullptr, Access::kRead, var.generation_};
-  for (const Var& var : mutates) op->uses[count++] = VarUse{var.state_, op, nullptr, Access::kWrite, var.generation_};
-  op->num_uses = sort_and_fold(op->uses, count);
+  const std::size_t total = reads.size() + mutates.size();
+  op->reserve_uses(total);
+  VarUse* out = op->uses;
+  // Handles are checked for their engine here, before their pointer is followed; whether they are still alive is
+  // checked by publish() under the variables' locks, the only place where the answer cannot change.
+  auto add = [&](const Var& var, Access access) {
+    if (var.engine_ != id_ || var.is_null()) [[unlikely]] (void)checked_state(var, op->async ? "PushAsync" : "Push");
+    *out++ = VarUse{var.state_, op, nullptr, access, var.generation_};
+  };
+  for (const Var& var : reads) add(var, Access::kRead);
+  for (const Var& var : mutates) add(var, Access::kWrite);
+  op->num_uses = total <= 1 ? static_cast<std::uint32_t>(total) : sort_and_fold(op->uses, static_cast<std::uint32_t>(total));
 }
 
 // Appends `op` to the queue of every variable it uses, all locks held at once (see var_queue.h). Returns false,
@@ -205,16 +211,16 @@ void EngineCore::submit_new(OpRecord* op, const char* api) {
   if (op->grant()) op->executor()->submit(*op);
 }
 
-void EngineCore::push(OpFunction fn, VarList reads, VarList mutates, const PushOptions& options, bool async) {
-  OpRecord* op = make_record(options, async);
+void EngineCore::abandon(OpRecord* op) noexcept { recycle_record(op); }
+
+void EngineCore::push(OpRecord* op, VarList reads, VarList mutates) {
   try {
     gather_uses(op, reads, mutates);
   } catch (...) {
     recycle_record(op);
     throw;
   }
-  op->fn = std::move(fn);
-  submit_new(op, async ? "PushAsync" : "Push");
+  submit_new(op, op->async ? "PushAsync" : "Push");
 }
 
 void EngineCore::delete_variable(Var var, OpFunction deleter, const PushOptions& options) {
@@ -246,7 +252,13 @@ void EngineCore::push_sync_op(VarState* var, std::uint32_t generation, OpFunctio
 void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
   OpRecord* op = static_cast<OpRecord*>(&task);
   if (!op->no_skip) {
-    for (std::uint32_t i = 0; i < op->num_uses && op->error == nullptr; ++i) op->error = state_of(op->uses[i])->error;
+    for (std::uint32_t i = 0; i < op->num_uses; ++i) {
+      const std::exception_ptr& input_error = state_of(op->uses[i])->error;
+      if (input_error != nullptr) [[unlikely]] {
+        op->error = input_error;
+        break;
+      }
+    }
   }
   if (op->error != nullptr) {  // skipped: the error passes on to what the op mutates
     finish(op, ready);
@@ -333,29 +345,52 @@ void EngineCore::note_error(const std::exception_ptr& error) noexcept {
 
 // --- In flight, back-pressure and waits ------------------------------------------------------------------------
 
+namespace {
+// pushed - retired, where the two were read at different moments: retired may then be ahead.
+std::size_t difference(std::size_t pushed, std::size_t retired) noexcept { return pushed > retired ? pushed - retired : 0; }
+constexpr std::uint64_t kZeroSleeper = std::uint64_t{1} << 32;
+constexpr std::uint64_t kLowSleeper = 1;
+}  // namespace
+
+std::size_t EngineCore::in_flight() const noexcept {
+  // seq_cst: also used as the waiters' side of the Dekker pair with leave() (see wait_in_flight_at_most()).
+  const std::size_t retired = retired_.load(std::memory_order_seq_cst);
+  return difference(pushed_.load(std::memory_order_seq_cst), retired);
+}
+
 void EngineCore::admit(bool exempt) {
   if (exempt) {
     // relaxed: counting only; the op's publication is ordered by the variable locks.
-    in_flight_.fetch_add(1, std::memory_order_relaxed);
+    pushed_.fetch_add(1, std::memory_order_relaxed);
     return;
   }
-  // relaxed: the bound is a count, not a hand-off; the compare-exchange makes it exact.
-  std::size_t n = in_flight_.load(std::memory_order_relaxed);
+  // relaxed throughout: the bound is a count, not a hand-off. A stale view of retired_ only overestimates what is in
+  // flight, so the bound is never exceeded; the compare-exchange makes concurrent pushers exact among themselves.
+  std::size_t pushed = pushed_.load(std::memory_order_relaxed);
   for (;;) {
-    if (n < max_in_flight_) {
-      if (in_flight_.compare_exchange_weak(n, n + 1, std::memory_order_relaxed)) return;
-    } else {
-      wait_in_flight_at_most(low_water_);
-      n = in_flight_.load(std::memory_order_relaxed);
+    if (difference(pushed, retired_view_.load(std::memory_order_relaxed)) >= max_in_flight_) {
+      const std::size_t retired = retired_.load(std::memory_order_relaxed);
+      retired_view_.store(retired, std::memory_order_relaxed);
+      if (difference(pushed, retired) >= max_in_flight_) {
+        wait_in_flight_at_most(low_water_);
+        pushed = pushed_.load(std::memory_order_relaxed);
+        continue;
+      }
     }
+    if (pushed_.compare_exchange_weak(pushed, pushed + 1, std::memory_order_relaxed)) return;
   }
 }
 
 void EngineCore::leave() noexcept {
   // seq_cst, with the seq_cst load of sleepers_: a Dekker pair with wait_in_flight_at_most(), which raises sleepers_
-  // and then reads in_flight_. One of the two sees the other, so no sleeper misses the level it waits for.
-  const std::size_t now = in_flight_.fetch_sub(1, std::memory_order_seq_cst) - 1;
-  if ((now == 0 || now == low_water_) && sleepers_.load(std::memory_order_seq_cst) != 0) {
+  // and then reads the counts. One of the two sees the other, so no sleeper misses the level it waits for.
+  const std::size_t retired = retired_.fetch_add(1, std::memory_order_seq_cst) + 1;
+  const std::uint64_t sleepers = sleepers_.load(std::memory_order_seq_cst);
+  if (sleepers == 0) return;
+  // Every op retired so far was pushed before it retired, so its push is visible here: the difference is exact when
+  // it reaches zero, and at worst an underestimate (a spurious wake) otherwise.
+  const std::size_t now = difference(pushed_.load(std::memory_order_seq_cst), retired);
+  if ((now == 0 && sleepers >= kZeroSleeper) || (now <= low_water_ && (sleepers & (kZeroSleeper - 1)) != 0)) {
     std::lock_guard lock(wake_mutex_);
     wake_cv_.notify_all();
   }
@@ -369,18 +404,19 @@ bool EngineCore::help() noexcept {
 }
 
 // Waits until at most `level` ops are in flight; `level` is 0 or low_water_, the levels leave() announces. Runs
-// queued work meanwhile; sleeps only when there is none.
+// queued work meanwhile; sleeps only when there is none. When it returns, the effects of the retired ops are visible:
+// in_flight()'s seq_cst loads acquire what leave()'s seq_cst increments released.
 void EngineCore::wait_in_flight_at_most(std::size_t level) {
-  // acquire: pairs with the release part of leave()'s seq_cst decrement, so the completed ops' effects are visible.
-  while (in_flight_.load(std::memory_order_acquire) > level) {
+  const std::uint64_t me = level == 0 ? kZeroSleeper : kLowSleeper;
+  while (in_flight() > level) {
     if (help()) continue;
-    sleepers_.fetch_add(1, std::memory_order_seq_cst);  // see leave()
+    sleepers_.fetch_add(me, std::memory_order_seq_cst);  // see leave()
     {
       std::unique_lock lock(wake_mutex_);
-      wake_cv_.wait(lock, [&] { return in_flight_.load(std::memory_order_seq_cst) <= level; });
+      wake_cv_.wait(lock, [&] { return in_flight() <= level; });
     }
-    // relaxed: a spurious notify from a stale count costs one lock, nothing more.
-    sleepers_.fetch_sub(1, std::memory_order_relaxed);
+    // relaxed: leaving late costs at most a spurious notify.
+    sleepers_.fetch_sub(me, std::memory_order_relaxed);
   }
 }
 

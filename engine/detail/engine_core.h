@@ -48,15 +48,16 @@ class EngineCore final : public ExecutorHost {
   ~EngineCore();
 
   Var new_variable();
-  void push(OpFunction fn, VarList reads, VarList mutates, const PushOptions& options, bool async);
+  // Push in two halves (see Engine::begin_push): a record for the op, then its variables and publication. push()
+  // gives the record back if it throws; abandon() gives back a record whose push is abandoned before that.
+  [[nodiscard]] OpRecord* make_record(const PushOptions& options, bool async);
+  void push(OpRecord* op, VarList reads, VarList mutates);
+  static void abandon(OpRecord* op) noexcept;
   void delete_variable(Var var, OpFunction deleter, const PushOptions& options);
   void wait_for_var(Var var);
   void wait_for_all();
   [[nodiscard]] std::uint64_t version(Var var) const;
-  [[nodiscard]] std::size_t in_flight() const noexcept {
-    // relaxed: a snapshot for the caller, ordering nothing.
-    return in_flight_.load(std::memory_order_relaxed);
-  }
+  [[nodiscard]] std::size_t in_flight() const noexcept;
   [[nodiscard]] Executor& executor_at(std::uint32_t index) const;
 
   // Waits for every op, reports an unreported error to stderr, and stops the executors.
@@ -70,7 +71,6 @@ class EngineCore final : public ExecutorHost {
 
  private:
   [[nodiscard]] VarState* checked_state(const Var& var, const char* api) const;
-  OpRecord* make_record(const PushOptions& options, bool async);
   void gather_uses(OpRecord* op, VarList reads, VarList mutates) const;
   [[nodiscard]] bool publish(OpRecord* op);
   void submit_new(OpRecord* op, const char* api);
@@ -103,9 +103,16 @@ class EngineCore final : public ExecutorHost {
   std::exception_ptr first_error_;  // guarded by errors_mutex_
   std::vector<Var> poisoned_;       // variables given an error since the last WaitForAll; guarded by errors_mutex_
 
-  // In flight: incremented by admit(), decremented by leave(). Waiters sleep on wake_cv_.
-  alignas(64) std::atomic<std::size_t> in_flight_{0};
-  alignas(64) std::atomic<int> sleepers_{0};
+  // In flight = pushed_ - retired_. The two counts live on separate cache lines, written by separate parties
+  // (pushers; completing threads), so a push and a completion on different cores do not trade a line per op.
+  // Pushers check the bound against retired_view_, their own cached lower bound of retired_, and re-read retired_
+  // only when the cached view says the bound is reached.
+  alignas(64) std::atomic<std::size_t> pushed_{0};
+  std::atomic<std::size_t> retired_view_{0};
+  alignas(64) std::atomic<std::size_t> retired_{0};
+  // Threads asleep in wait_in_flight_at_most(): the low 32 bits count those waiting for low_water_, the high 32 bits
+  // those waiting for zero. Read by every completion, written only by waiters, so it stays cached everywhere.
+  alignas(64) std::atomic<std::uint64_t> sleepers_{0};
   std::mutex wake_mutex_;
   std::condition_variable wake_cv_;
 };

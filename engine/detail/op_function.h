@@ -34,27 +34,27 @@ class OpFunction {
   }
   ~OpFunction() { reset(); }
 
-  // Stores `fn`, called later as fn(ctx), fn(), fn(ctx, completion) or fn(completion): `Async` selects the last two.
+  // Stores `fn` (any previous callable must have been reset), to be called later as fn(ctx), fn(),
+  // fn(ctx, completion) or fn(completion): `Async` selects the last two.
   template <bool Async, class F>
-  static OpFunction make(F&& fn) {
+  void emplace(F&& fn) {
     using Fn = std::decay_t<F>;
-    OpFunction f;
     if constexpr (fits_inline<Fn>()) {
-      ::new (f.storage_) Fn(std::forward<F>(fn));
-      f.invoke_ = [](void* self, const RunContext& ctx, const Completion* done) {
+      ::new (storage_) Fn(std::forward<F>(fn));
+      invoke_ = [](void* self, const RunContext& ctx, const Completion* done) {
         call<Async>(*std::launder(static_cast<Fn*>(self)), ctx, done);
       };
-      f.manage_ = [](void* self, void* target) noexcept {
+      manage_ = [](void* self, void* target) noexcept {
         Fn* fn_ptr = std::launder(static_cast<Fn*>(self));
         if (target != nullptr) ::new (target) Fn(std::move(*fn_ptr));
         fn_ptr->~Fn();
       };
     } else {
-      ::new (f.storage_) Fn*(new Fn(std::forward<F>(fn)));
-      f.invoke_ = [](void* self, const RunContext& ctx, const Completion* done) {
+      ::new (storage_) Fn*(new Fn(std::forward<F>(fn)));
+      invoke_ = [](void* self, const RunContext& ctx, const Completion* done) {
         call<Async>(**static_cast<Fn**>(self), ctx, done);
       };
-      f.manage_ = [](void* self, void* target) noexcept {
+      manage_ = [](void* self, void* target) noexcept {
         Fn* heap = *static_cast<Fn**>(self);
         if (target != nullptr) {
           ::new (target) Fn*(heap);
@@ -63,6 +63,12 @@ class OpFunction {
         }
       };
     }
+  }
+
+  template <bool Async, class F>
+  static OpFunction make(F&& fn) {
+    OpFunction f;
+    f.emplace<Async>(std::forward<F>(fn));
     return f;
   }
 

@@ -1,0 +1,134 @@
+// End-to-end cost of the engine per op: the four standard workloads (bench/common/workloads.h) pushed from one
+// thread and waited for, on the inline executor and on the threadpool executor with 2 workers.
+//
+//   bench_engine [--runs N] [--json FILE] [--smoke]
+//
+// Each run creates fresh variables, then times from the first push to the return of WaitForAll. The median over the
+// runs is reported. Two reference rows are measured in the same run, so that the figures can be read as ratios on a
+// noisy or unfamiliar machine:
+//   line-transfer / pingpong   one-way transfer of a cache line between two threads (the floor of any hand-off)
+//   independent / tbb-task_group   oneTBB task_group::run of the same number of empty tasks, no dependencies
+#include <oneapi/tbb/global_control.h>
+#include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_group.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdio>
+#include <exception>
+#include <functional>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "bench/common/report.h"
+#include "bench/common/workloads.h"
+#include "engine/engine.h"
+#include "executors/inline_executor.h"
+#include "executors/threadpool/threadpool_executor.h"
+
+namespace depengine::bench {
+namespace {
+
+double run_once(Engine& engine, const Workload& workload) {
+  std::vector<Var> vars(workload.num_vars());
+  for (Var& var : vars) var = engine.NewVariable();
+  std::vector<Var> reads(workload.max_list()), mutates(workload.max_list());
+  const auto start = std::chrono::steady_clock::now();
+  for (std::size_t op = 0; op < workload.size(); ++op) {
+    std::size_t r = 0, m = 0;
+    for (const std::uint32_t v : workload.reads(op)) reads[r++] = vars[v];
+    for (const std::uint32_t v : workload.mutates(op)) mutates[m++] = vars[v];
+    engine.Push([] {}, std::span<const Var>(reads.data(), r), std::span<const Var>(mutates.data(), m));
+  }
+  engine.WaitForAll();
+  const auto stop = std::chrono::steady_clock::now();
+  for (const Var& var : vars) engine.DeleteVariable(var);
+  engine.WaitForAll();
+  return std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(workload.size());
+}
+
+// One-way latency of handing a cache line to another thread and back, in ns per transfer.
+double pingpong_once(std::size_t transfers) {
+  alignas(64) std::atomic<std::size_t> turn{0};
+  auto player = [&turn, transfers](std::size_t first) {
+    for (std::size_t i = first; i < transfers; i += 2) {
+      // acquire/release: each store hands the turn (and the line) to the other thread's acquire load.
+      while (turn.load(std::memory_order_acquire) != i) {
+      }
+      turn.store(i + 1, std::memory_order_release);
+    }
+  };
+  const auto start = std::chrono::steady_clock::now();
+  std::thread other(player, 1);
+  player(0);
+  other.join();
+  const auto stop = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(transfers);
+}
+
+double task_group_once(tbb::task_arena& arena, std::size_t tasks) {
+  tbb::task_group group;
+  const auto start = std::chrono::steady_clock::now();
+  arena.execute([&] {
+    for (std::size_t i = 0; i < tasks; ++i) group.run([] {});
+    group.wait();
+  });
+  const auto stop = std::chrono::steady_clock::now();
+  return std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(tasks);
+}
+
+template <class F>
+Record measure(const std::string& workload, const std::string& system, int threads, int runs, F&& once) {
+  std::vector<double> samples;
+  once();  // warm-up
+  for (int run = 0; run < runs; ++run) samples.push_back(once());
+  return {workload, system, threads, median(samples), runs};
+}
+
+struct System {
+  std::string name;
+  int threads;
+  std::function<std::unique_ptr<Executor>()> make;
+};
+
+}  // namespace
+}  // namespace depengine::bench
+
+int main(int argc, char** argv) try {
+  using namespace depengine;
+  using namespace depengine::bench;
+  const Options options = parse_options(argc, argv);
+  const std::vector<Workload> workloads = standard_workloads(options.smoke);
+  const std::vector<System> systems = {
+      {"depengine-inline", 1, [] { return std::make_unique<InlineExecutor>(); }},
+      {"depengine-threadpool", 2,
+       [] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 2}); }},
+  };
+  std::vector<Record> records;
+  records.push_back(measure("line-transfer", "pingpong", 2, options.runs,
+                            [&] { return pingpong_once(options.smoke ? 10'000 : 1'000'000); }));
+  {
+    const tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 2);
+    tbb::task_arena arena(2);
+    const std::size_t tasks = workloads.front().size();
+    records.push_back(measure("independent", "tbb-task_group", 2, options.runs,
+                              [&] { return task_group_once(arena, tasks); }));
+  }
+  for (const System& system : systems) {
+    EngineOptions engine_options;
+    engine_options.executors.push_back(system.make());
+    Engine engine(std::move(engine_options));
+    for (const Workload& workload : workloads) {
+      // The warm-up run fills the record pool and the variable table.
+      records.push_back(measure(workload.name(), system.name, system.threads, options.runs,
+                                [&] { return run_once(engine, workload); }));
+    }
+  }
+  report(options, records);
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_engine: %s\n", e.what());
+  return 1;
+}
