@@ -36,7 +36,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "engine/var_queue/detail/spinlock.h"
+#include "support/spinlock.h"
 #include "engine/var_queue/op_node.h"
 
 namespace depengine {
@@ -75,7 +75,7 @@ class VarQueue {
   }
   void grant_front_reads(ReadyList& ready) noexcept;
 
-  detail::Spinlock lock_;
+  support::Spinlock lock_;
   std::int32_t running_reads_ = 0;  // granted reads not yet completed; all precede head_
   VarUse* head_ = nullptr;          // first waiting use; if non-null it is a write or sync use
   VarUse* tail_ = nullptr;

@@ -107,7 +107,7 @@ Task* ThreadPoolExecutor::next_task(bool was_running) {
     if (task != nullptr) return task;
     if (give_up == Clock::time_point{}) give_up = Clock::now() + spin_;
     // relaxed: a hint; whether there really is work is decided under lock_ above.
-    for (int i = 0; i < 256 && queued_.load(std::memory_order_relaxed) == 0; ++i) detail::cpu_relax();
+    for (int i = 0; i < 256 && queued_.load(std::memory_order_relaxed) == 0; ++i) support::cpu_relax();
   }
 }
 

@@ -30,7 +30,7 @@
 #include <cstddef>
 #include <mutex>
 
-#include "engine/var_queue/detail/spinlock.h"
+#include "support/spinlock.h"
 #include "executors/executor.h"
 
 namespace depengine {
@@ -69,7 +69,7 @@ class ThreadPoolExecutor final : public Executor {
   tbb::task_arena arena_;
 
   // Shared by submitters and drainers, all under lock_.
-  alignas(64) detail::Spinlock lock_;
+  alignas(64) support::Spinlock lock_;
   TaskList urgent_;
   TaskList normal_;
   int drainers_ = 0;   // drainer tasks started and not yet finished

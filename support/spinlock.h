@@ -1,3 +1,5 @@
+// support/: small concurrency primitives shared by every layer; this folder includes nothing of ours.
+//
 // A test-and-test-and-set spinlock for critical sections of a few dozen instructions (a variable's queue, an
 // executor's ready list). It spins with a pause, then yields the processor, so a holder preempted on a 2-core machine
 // does not cost the waiter a whole scheduling quantum of burnt cycles.
@@ -9,7 +11,7 @@
 #include <atomic>
 #include <thread>
 
-namespace depengine::detail {
+namespace depengine::support {
 
 inline void cpu_relax() noexcept {
 #if defined(__x86_64__) || defined(__i386__)
@@ -51,4 +53,4 @@ class Spinlock {
   std::atomic<bool> locked_{false};
 };
 
-}  // namespace depengine::detail
+}  // namespace depengine::support
