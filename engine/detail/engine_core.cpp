@@ -88,7 +88,7 @@ void EngineCore::shutdown() noexcept {
   wait_in_flight_at_most(0);
   {
     std::lock_guard lock(errors_mutex_);
-    if (first_error_ != nullptr) {
+    if (first_error_ != nullptr && !first_error_reported_) {
       std::string what = "unknown exception";
       try {
         std::rethrow_exception(first_error_);
@@ -138,6 +138,7 @@ VarState* EngineCore::checked_state(const Var& var, const char* api) const {
 void EngineCore::recycle_var(VarState* var) noexcept {
   assert(var->idle_locked() && "variable recycled while ops still use it");
   var->error = nullptr;
+  var->reset_idle();
   std::lock_guard lock(vars_mutex_);
   var->free_next = free_vars_;
   free_vars_ = var;
@@ -440,7 +441,13 @@ void EngineCore::wait_for_var(Var var) {
   while (!done.notified()) {
     if (!help()) done.wait();
   }
-  if (error != nullptr) std::rethrow_exception(error);
+  if (error != nullptr) {
+    {
+      std::lock_guard lock(errors_mutex_);
+      if (error == first_error_) first_error_reported_ = true;
+    }
+    std::rethrow_exception(error);
+  }
 }
 
 void EngineCore::wait_for_all() {
@@ -451,6 +458,7 @@ void EngineCore::wait_for_all() {
   {
     std::lock_guard lock(errors_mutex_);
     error = std::exchange(first_error_, nullptr);
+    first_error_reported_ = false;
     poisoned.swap(poisoned_);
   }
   // Clear the variables' errors in push order, so ops pushed meanwhile by other threads see a consistent state.

@@ -101,6 +101,7 @@ class EngineCore final : public ExecutorHost {
   // Errors for WaitForAll.
   std::mutex errors_mutex_;
   std::exception_ptr first_error_;  // guarded by errors_mutex_
+  bool first_error_reported_ = false;  // a WaitForVar rethrew first_error_ (so shutdown need not); errors_mutex_
   std::vector<Var> poisoned_;       // variables given an error since the last WaitForAll; guarded by errors_mutex_
 
   // In flight = pushed_ - retired_. The two counts live on separate cache lines, written by separate parties

@@ -69,6 +69,14 @@ class VarQueue {
   // True while no op uses or waits for the variable. Requires lock() held, or quiescence.
   [[nodiscard]] bool idle_locked() const noexcept { return head_ == nullptr && running_reads_ == 0; }
 
+  // Returns an idle queue to its initial state (version 0), for a new variable that reuses it. Requires
+  // idle_locked() and no concurrent append or complete (the engine recycles a slot only after its last op).
+  void reset_idle() noexcept {
+    // relaxed: the queue is quiescent; whoever receives it next is handed it through the engine's variable-table
+    // mutex, which orders this store before their first use.
+    version_.store(0, std::memory_order_relaxed);
+  }
+
  private:
   static void grant(VarUse& use, ReadyList& ready) noexcept {
     if (use.op->grant()) ready.push_back(use.op);

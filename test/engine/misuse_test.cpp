@@ -1,0 +1,197 @@
+// Misuse of the API is an Error raised where it happens, leaving the engine unchanged (engine.h, errors.h): bad
+// options, null, deleted and foreign variables, an unknown executor, a completion called twice.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <memory>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "engine/engine.h"
+#include "test/engine/test_support.h"
+#include "test/executors/executor_factories.h"
+
+namespace depengine::test {
+namespace {
+
+TEST_CASE("bad EngineOptions are rejected", "[engine][misuse]") {
+  CHECK_THROWS_AS(Engine(EngineOptions{}), Error);  // no executor
+  EngineOptions null_executor;
+  null_executor.executors.push_back(nullptr);
+  CHECK_THROWS_AS(Engine(std::move(null_executor)), Error);
+  EngineOptions some_null = inline_factory().options();
+  some_null.executors.push_back(nullptr);
+  CHECK_THROWS_AS(Engine(std::move(some_null)), Error);
+  CHECK_THROWS_AS(Engine(inline_factory().options(0)), Error);  // max_in_flight 0
+  CHECK_THROWS_AS(Engine(threadpool_factory(1).options(0)), Error);
+}
+
+// Every entry point that takes a Var, given a bad one, throws Error and pushes nothing.
+template <class Check>
+void for_each_var_entry_point(Engine& engine, const Var& bad, const Var& good, Check&& check) {
+  check([&] { engine.Push([] {}, {bad}, {}); });
+  check([&] { engine.Push([] {}, {good}, {bad}); });
+  check([&] { engine.Push([] {}, {good, bad, good}, {good}); });
+  check([&] { engine.PushAsync([](Completion done) { done(); }, {bad}, {good}); });
+  check([&] { engine.DeleteVariable(bad); });
+  check([&] { engine.DeleteVariable(bad, [] {}); });
+  check([&] { engine.WaitForVar(bad); });
+  check([&] { (void)engine.Version(bad); });
+}
+
+TEST_CASE("null, deleted and foreign variables are rejected, leaving the engine unchanged", "[engine][misuse]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("bad variables on " + factory.name);
+      Engine engine(factory.options());
+      Engine other(factory.options());
+      const Var good = engine.NewVariable();
+      const Var deleted = engine.NewVariable();
+      engine.DeleteVariable(deleted);
+      engine.WaitForAll();
+      std::optional<Var> from_destroyed_engine;
+      {
+        Engine gone(inline_factory().options());
+        from_destroyed_engine = gone.NewVariable();
+      }
+      const Var bad_vars[] = {Var{}, deleted, other.NewVariable(), *from_destroyed_engine};
+      int wrong = 0;
+      for (const Var& bad : bad_vars) {
+        for_each_var_entry_point(engine, bad, good, [&](auto&& call) {
+          try {
+            call();
+            ++wrong;  // accepted
+          } catch (const Error&) {
+          } catch (...) {
+            ++wrong;  // the wrong exception
+          }
+        });
+      }
+      CHECK(wrong == 0);
+      CHECK(Var{}.is_null());
+      CHECK_FALSE(good.is_null());
+      // Nothing was pushed: good is idle, at version 0, and no op ran or is in flight.
+      CHECK(engine.InFlight() == 0);
+      CHECK(engine.Version(good) == 0);
+      engine.WaitForVar(good);
+      engine.WaitForAll();
+      bool ran = false;
+      engine.Push([&] { ran = true; }, {good}, {good});
+      engine.WaitForAll();
+      CHECK(ran);
+      CHECK(engine.Version(good) == 1);
+    }
+  }
+}
+
+TEST_CASE("an unknown executor index is rejected", "[engine][misuse]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Engine engine(factory.options());
+      const Var v = engine.NewVariable();
+      PushOptions bad;
+      bad.context.executor = 1;
+      std::atomic<int> ran{0};
+      CHECK_THROWS_AS(engine.Push([&] { ran.fetch_add(1); }, {}, {v}, bad), Error);
+      CHECK_THROWS_AS(engine.PushAsync(
+                          [&](Completion done) {
+                            ran.fetch_add(1);
+                            done();
+                          },
+                          {v}, {}, bad),
+                      Error);
+      CHECK_THROWS_AS(engine.DeleteVariable(v, [&] { ran.fetch_add(1); }, bad), Error);
+      CHECK_THROWS_AS(engine.executor(1), Error);
+      CHECK_NOTHROW(engine.executor(0));
+      engine.WaitForAll();
+      CHECK(ran.load() == 0);
+      CHECK(engine.InFlight() == 0);
+      CHECK(engine.Version(v) == 0);
+      engine.DeleteVariable(v);  // v survived the rejected deletion
+    }
+  }
+}
+
+TEST_CASE("a completion called twice throws Error and changes nothing", "[engine][misuse]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("double completion on " + factory.name);
+      Engine engine(factory.options());
+      const Var v = engine.NewVariable();
+      std::optional<Completion> kept;
+      bool second_call_threw = false;
+      engine.PushAsync(
+          [&](Completion done) {
+            done();
+            try {
+              done();  // a copy is the same completion
+            } catch (const Error&) {
+              second_call_threw = true;
+            }
+            kept.emplace(done);
+          },
+          {}, {v});
+      engine.WaitForAll();
+      CHECK(second_call_threw);
+      CHECK(engine.Version(v) == 1);
+
+      // A stale completion called later, while other async ops (perhaps in its recycled record) are in flight, must
+      // complete none of them.
+      std::vector<std::unique_ptr<HeldOp>> held;
+      for (int i = 0; i < 8; ++i) held.push_back(std::make_unique<HeldOp>(engine, VarList{}, VarList{v}));
+      REQUIRE(wait_until([&] { return held.front()->started(); }));
+      CHECK_THROWS_AS((*kept)(), Error);
+      CHECK_THROWS_AS((*kept)(std::make_exception_ptr(OpFailure(1))), Error);
+      CHECK(engine.Version(v) == 1);
+      CHECK(engine.InFlight() == held.size());
+      for (auto& op : held) REQUIRE(op->release());
+      engine.WaitForAll();  // no error: the stale call's error went nowhere
+      CHECK(engine.Version(v) == 1 + held.size());
+    }
+  }
+}
+
+TEST_CASE("of two threads completing the same op at once, exactly one succeeds", "[engine][misuse][concurrency]") {
+  const int rounds = static_cast<int>(sized(300, 40, 100));
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("racing completions on " + factory.name);
+      Engine engine(factory.options());
+      const Var v = engine.NewVariable();
+      std::atomic<int> successor_runs{0}, errors{0}, successes{0};
+      for (int r = 0; r < rounds; ++r) {
+        std::atomic<bool> caught{false};
+        std::optional<Completion> racing;
+        engine.PushAsync(
+            [&](Completion completion) {
+              racing.emplace(completion);
+              caught.store(true, std::memory_order_release);  // release: pairs with the acquire below
+            },
+            {}, {v});
+        engine.Push([&] { successor_runs.fetch_add(1, std::memory_order_relaxed); }, {v}, {});
+        REQUIRE(wait_until([&] { return caught.load(std::memory_order_acquire); }));
+        Rendezvous start(2);
+        auto call = [&] {
+          (void)start.arrive_and_wait();
+          try {
+            (*racing)();
+            successes.fetch_add(1, std::memory_order_relaxed);
+          } catch (const Error&) {
+            errors.fetch_add(1, std::memory_order_relaxed);
+          }
+        };
+        std::thread other(call);
+        call();
+        other.join();
+        engine.WaitForVar(v);
+      }
+      CHECK(successes.load() == rounds);
+      CHECK(errors.load() == rounds);
+      CHECK(successor_runs.load() == rounds);
+      CHECK(engine.Version(v) == static_cast<std::uint64_t>(rounds));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace depengine::test

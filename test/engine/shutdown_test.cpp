@@ -1,0 +1,126 @@
+// Shutdown (engine.h, "Shutdown"): ~Engine() completes every pushed op first, including async ops completed later by
+// other threads and ops pushed by ops meanwhile; an error no wait reported is written to stderr.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <memory>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "engine/engine.h"
+#include "test/engine/test_support.h"
+#include "test/executors/executor_factories.h"
+
+namespace depengine::test {
+namespace {
+
+TEST_CASE("destroying the engine completes every pushed op", "[engine][shutdown]") {
+  const int ops = static_cast<int>(sized(20000, 1000, 4000));
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("shutdown with pending ops on " + factory.name);
+      Completer completer(2);  // outlives the engine: the destructor waits for completions it delivers
+      std::atomic<int> done{0};
+      std::uint64_t chain = 0, expected_chain = 0;
+      std::thread releaser;
+      {
+        Engine engine(factory.options());
+        const Var head = engine.NewVariable();
+        std::vector<Var> vars;
+        for (int i = 0; i < 16; ++i) vars.push_back(engine.NewVariable());
+        HeldOp gate(engine, {}, {head});  // released only as the engine is being destroyed
+        for (int i = 0; i < ops; ++i) {
+          const Var v = vars[static_cast<std::size_t>(i) % vars.size()];
+          switch (i % 4) {
+            case 0:
+              engine.Push(
+                  [&chain, &done, i] {
+                    chain = mix(chain, static_cast<std::uint64_t>(i));
+                    done.fetch_add(1, std::memory_order_relaxed);
+                  },
+                  {head}, {vars[0]});
+              expected_chain = mix(expected_chain, static_cast<std::uint64_t>(i));
+              break;
+            case 1:
+              engine.PushAsync(
+                  [&completer, &done](Completion completion) {
+                    completer.post([&done, completion] {
+                      done.fetch_add(1, std::memory_order_relaxed);
+                      completion();
+                    });
+                  },
+                  {head}, {v});
+              break;
+            case 2:  // pushes another op as it runs, during the destructor's wait
+              engine.Push(
+                  [&engine, &done, v] {
+                    engine.Push([&done] { done.fetch_add(1, std::memory_order_relaxed); }, {v}, {});
+                    done.fetch_add(1, std::memory_order_relaxed);
+                  },
+                  {}, {v});
+              break;
+            default:
+              engine.Push([&done] { done.fetch_add(1, std::memory_order_relaxed); }, {v}, {});
+          }
+        }
+        // The destructor below must wait for this release, which comes from another thread at any moment.
+        releaser = std::thread([gate]() mutable { (void)gate.release(); });
+      }
+      releaser.join();
+      const int expected = ops + ops / 4 + (ops % 4 > 2 ? 1 : 0);
+      CHECK(done.load() == expected);
+      CHECK(chain == expected_chain);
+      completer.stop();
+    }
+  }
+}
+
+TEST_CASE("an error no wait reported is written to stderr at shutdown", "[engine][shutdown][errors]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("unreported error on " + factory.name);
+      StderrCapture capture;
+      {
+        Engine engine(factory.options());
+        engine.Push([] { throw OpFailure(4242); }, {}, {engine.NewVariable()});
+      }
+      const std::string text = capture.finish();
+      CHECK_THAT(text, Catch::Contains("op failure 4242"));
+    }
+  }
+}
+
+TEST_CASE("an error WaitForAll reported is not reported again at shutdown", "[engine][shutdown][errors]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("reported error on " + factory.name);
+      StderrCapture capture;
+      {
+        Engine engine(factory.options());
+        engine.Push([] { throw OpFailure(4343); }, {}, {engine.NewVariable()});
+        CHECK(thrown_id([&] { engine.WaitForAll(); }) == 4343);
+      }
+      CHECK(capture.finish().empty());
+    }
+  }
+}
+
+// engine.h: "An error no wait reported is written to stderr." WaitForVar is a wait, and it did report this one.
+TEST_CASE("an error WaitForVar reported is not reported again at shutdown", "[engine][shutdown][errors]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("error reported by WaitForVar on " + factory.name);
+      StderrCapture capture;
+      {
+        Engine engine(factory.options());
+        const Var v = engine.NewVariable();
+        engine.Push([] { throw OpFailure(4444); }, {}, {v});
+        CHECK(thrown_id([&] { engine.WaitForVar(v); }) == 4444);
+      }
+      CHECK(capture.finish().empty());
+    }
+  }
+}
+
+}  // namespace
+}  // namespace depengine::test

@@ -1,0 +1,276 @@
+// VarQueue and OpNode on their own (engine/var_queue/var_queue.h, op_node.h): which uses a queue grants when, the
+// version, the wait counter, and the queue used from many threads at once as a reader-writer lock.
+#include "engine/var_queue/var_queue.h"
+
+#include <algorithm>
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string_view>
+#include <utility>
+#include <thread>
+#include <vector>
+
+#include "engine/var_queue/op_node.h"
+
+namespace depengine {
+namespace {
+
+// An op for the tests: an OpNode with its uses, pushed the way the engine pushes (all queues locked in address order,
+// one grant held by the pusher until every use is appended).
+struct TestOp : OpNode {
+  using Uses = std::vector<std::pair<VarQueue*, Access>>;
+
+  std::vector<VarUse> uses;
+  std::atomic<bool> granted{false};  // set by whoever made the op ready
+  bool ready_before_pusher_grant = false;  // a protocol violation: the op must wait for its pusher's grant
+
+  TestOp(std::initializer_list<std::pair<VarQueue*, Access>> list) : TestOp(Uses(list)) {}
+  explicit TestOp(const Uses& list) {
+    for (const auto& [queue, access] : list) uses.push_back(VarUse{queue, this, nullptr, access, 0});
+  }
+
+  // Appends every use; returns whether the op is ready once the pusher's grant is given.
+  bool push() {
+    std::vector<VarUse*> order;
+    for (VarUse& use : uses) order.push_back(&use);
+    std::sort(order.begin(), order.end(), [](const VarUse* a, const VarUse* b) { return a->var < b->var; });
+    reset_wait(static_cast<std::int32_t>(uses.size()) + 1);
+    for (VarUse* use : order) use->var->lock();
+    ReadyList ready;
+    for (VarUse* use : order) use->var->append_locked(*use, ready);
+    for (VarUse* use : order) use->var->unlock();
+    ready_before_pusher_grant = !ready.empty();
+    return grant();
+  }
+};
+
+// Completes `use` and returns the ops it made ready, in the order the queue listed them.
+std::vector<OpNode*> complete(const VarUse& use) {
+  ReadyList ready;
+  use.var->complete(use, ready);
+  std::vector<OpNode*> ops;
+  while (OpNode* op = ready.pop_front()) ops.push_back(op);
+  return ops;
+}
+
+bool idle(VarQueue& queue) {
+  queue.lock();
+  const bool result = queue.idle_locked();
+  queue.unlock();
+  return result;
+}
+
+TEST_CASE("VarQueue: reads run together; a write waits for every earlier read", "[var_queue]") {
+  VarQueue q;
+  CHECK(idle(q));
+  TestOp r1{{&q, Access::kRead}}, r2{{&q, Access::kRead}};
+  CHECK(r1.push());  // an idle queue grants a read at once
+  CHECK(r2.push());  // and the next read while the first runs
+  CHECK_FALSE(r1.ready_before_pusher_grant);
+  CHECK_FALSE(idle(q));
+  TestOp w{{&q, Access::kWrite}};
+  CHECK_FALSE(w.push());
+  CHECK(complete(r1.uses[0]).empty());  // one read still runs
+  CHECK(complete(r2.uses[0]) == std::vector<OpNode*>{&w});
+  CHECK(q.version() == 0);  // reads are not mutations
+  CHECK(complete(w.uses[0]).empty());
+  CHECK(q.version() == 1);
+  CHECK(idle(q));
+}
+
+TEST_CASE("VarQueue: the reads behind a write are granted together when it completes", "[var_queue]") {
+  VarQueue q;
+  TestOp w1{{&q, Access::kWrite}};
+  CHECK(w1.push());  // an idle queue grants a write at once
+  TestOp r1{{&q, Access::kRead}}, r2{{&q, Access::kRead}}, w2{{&q, Access::kWrite}}, r3{{&q, Access::kRead}};
+  CHECK_FALSE(r1.push());
+  CHECK_FALSE(r2.push());
+  CHECK_FALSE(w2.push());
+  CHECK_FALSE(r3.push());
+  CHECK(complete(w1.uses[0]) == std::vector<OpNode*>{&r1, &r2});  // in queue order, stopping at the write
+  CHECK(q.version() == 1);
+  CHECK(complete(r2.uses[0]).empty());  // reads may complete in any order
+  CHECK(complete(r1.uses[0]) == std::vector<OpNode*>{&w2});
+  CHECK(complete(w2.uses[0]) == std::vector<OpNode*>{&r3});
+  CHECK(complete(r3.uses[0]).empty());
+  CHECK(q.version() == 2);
+  CHECK(idle(q));
+}
+
+TEST_CASE("VarQueue: a read behind a waiting write does not overtake it", "[var_queue]") {
+  VarQueue q;
+  TestOp running{{&q, Access::kRead}}, w{{&q, Access::kWrite}}, late{{&q, Access::kRead}};
+  CHECK(running.push());
+  CHECK_FALSE(w.push());
+  CHECK_FALSE(late.push());  // reads are running, but a write is queued before this one
+  CHECK(complete(running.uses[0]) == std::vector<OpNode*>{&w});
+  CHECK(complete(w.uses[0]) == std::vector<OpNode*>{&late});
+  CHECK(complete(late.uses[0]).empty());
+}
+
+TEST_CASE("VarQueue: writes are granted one at a time, in append order", "[var_queue]") {
+  VarQueue q;
+  TestOp w1{{&q, Access::kWrite}}, w2{{&q, Access::kWrite}}, w3{{&q, Access::kWrite}};
+  CHECK(w1.push());
+  CHECK_FALSE(w2.push());
+  CHECK_FALSE(w3.push());
+  CHECK(complete(w1.uses[0]) == std::vector<OpNode*>{&w2});
+  CHECK(complete(w2.uses[0]) == std::vector<OpNode*>{&w3});
+  CHECK(complete(w3.uses[0]).empty());
+  CHECK(q.version() == 3);
+}
+
+TEST_CASE("VarQueue: a sync use orders like a write but leaves the version alone", "[var_queue]") {
+  VarQueue q;
+  TestOp r{{&q, Access::kRead}}, sync{{&q, Access::kSync}}, after{{&q, Access::kRead}};
+  CHECK(r.push());
+  CHECK_FALSE(sync.push());
+  CHECK_FALSE(after.push());
+  CHECK(complete(r.uses[0]) == std::vector<OpNode*>{&sync});
+  CHECK(complete(sync.uses[0]) == std::vector<OpNode*>{&after});
+  CHECK(complete(after.uses[0]).empty());
+  CHECK(q.version() == 0);
+}
+
+TEST_CASE("OpNode: an op over several queues is ready only after every grant and the pusher's", "[var_queue]") {
+  VarQueue a, b, c;
+  TestOp holder_b{{&b, Access::kWrite}}, holder_c{{&c, Access::kRead}};
+  CHECK(holder_b.push());
+  CHECK(holder_c.push());
+  TestOp op{{&a, Access::kRead}, {&b, Access::kRead}, {&c, Access::kWrite}};
+  CHECK_FALSE(op.push());  // a granted at once; b and c not yet
+  CHECK(complete(holder_c.uses[0]).empty());  // c granted: op still waits for b
+  CHECK(complete(holder_b.uses[0]) == std::vector<OpNode*>{&op});
+
+  // With every queue idle, the pusher's own grant is the one that makes the op ready.
+  VarQueue d, e;
+  TestOp free_op{{&d, Access::kWrite}, {&e, Access::kRead}};
+  CHECK(free_op.push());
+}
+
+TEST_CASE("ReadyList is a FIFO", "[var_queue]") {
+  TestOp a{}, b{}, c{};
+  ReadyList list;
+  CHECK(list.empty());
+  list.push_back(&a);
+  list.push_back(&b);
+  CHECK(list.front() == &a);
+  CHECK(list.pop_front() == &a);
+  list.push_back(&c);
+  CHECK(list.pop_front() == &b);
+  CHECK(list.pop_front() == &c);
+  CHECK(list.pop_front() == nullptr);
+  CHECK(list.empty());
+}
+
+TEST_CASE("OpNode: of many concurrent granters, exactly the last one is told the op is ready", "[var_queue]") {
+  constexpr int kThreads = 4;
+  constexpr int kGrantsEach = 1000;
+  const int rounds = 20;
+  for (int round = 0; round < rounds; ++round) {
+    TestOp op{};
+    op.reset_wait(kThreads * kGrantsEach);
+    std::atomic<int> winners{0};
+    std::vector<std::thread> threads;
+    for (int t = 0; t < kThreads; ++t) {
+      threads.emplace_back([&] {
+        for (int i = 0; i < kGrantsEach; ++i) {
+          if (op.grant()) winners.fetch_add(1, std::memory_order_relaxed);
+        }
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    CHECK(winners.load() == 1);
+  }
+}
+
+// Threads use a few queues as reader-writer locks: each pushes an op over one or two queues (named in either order),
+// waits until it is granted, checks that no conflicting op holds a queue, and completes it, passing the grants it
+// makes on to their owners. Exclusivity, the version, and the absence of deadlock (two-phase locking in address
+// order) are all checked; TSAN checks that a grant carries the previous holder's writes.
+TEST_CASE("VarQueue from many threads: exclusive writes, shared reads, no deadlock", "[var_queue][concurrency]") {
+  constexpr int kThreads = 4;
+  constexpr int kQueues = 3;
+  const std::string_view sanitizer = DEPENGINE_SANITIZER;
+  const int iterations = sanitizer == "thread" ? 2000 : sanitizer == "address" ? 5000 : 20000;
+  VarQueue queues[kQueues];
+  struct Guarded {
+    std::atomic<int> readers{0}, writers{0};
+    std::uint64_t data = 0;  // plain: written by writers only, which the queue serialises
+  } guarded[kQueues];
+  std::atomic<int> violations{0};
+  std::atomic<std::uint64_t> writes[kQueues] = {};
+
+  auto worker = [&](unsigned seed) {
+    std::mt19937 rng(seed);
+    for (int i = 0; i < iterations; ++i) {
+      const int first = static_cast<int>(rng() % kQueues);
+      const int second = (first + 1 + static_cast<int>(rng() % (kQueues - 1))) % kQueues;
+      const bool two = rng() % 2 == 0;
+      const Access access_first = rng() % 2 == 0 ? Access::kWrite : Access::kRead;
+      const Access access_second = rng() % 2 == 0 ? Access::kWrite : Access::kRead;
+      TestOp::Uses list{{&queues[first], access_first}};
+      if (two) list.emplace_back(&queues[second], access_second);
+      TestOp op(list);
+      if (op.push()) op.granted.store(true, std::memory_order_relaxed);  // ours from the start
+      if (op.ready_before_pusher_grant) violations.fetch_add(1, std::memory_order_relaxed);
+      // acquire: pairs with the release store of the thread that granted it.
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(30);
+      while (!op.granted.load(std::memory_order_acquire)) {
+        if (std::chrono::steady_clock::now() > deadline) {
+          // Other threads' queues still link this op: returning would leave them a dangling pointer.
+          std::fprintf(stderr, "FAILED (hang): an op was never granted; a lost grant or a deadlock\n");
+          std::abort();
+        }
+        std::this_thread::yield();
+      }
+      for (const VarUse& use : op.uses) {
+        Guarded& g = guarded[static_cast<VarQueue*>(use.var) - queues];
+        if (use.access == Access::kWrite) {
+          if (g.writers.fetch_add(1, std::memory_order_relaxed) != 0 || g.readers.load(std::memory_order_relaxed)) {
+            violations.fetch_add(1, std::memory_order_relaxed);
+          }
+          g.data = g.data * 3 + 1;
+        } else {
+          g.readers.fetch_add(1, std::memory_order_relaxed);
+          if (g.writers.load(std::memory_order_relaxed) != 0) violations.fetch_add(1, std::memory_order_relaxed);
+          const std::uint64_t seen = g.data;
+          if (seen == ~std::uint64_t{0}) violations.fetch_add(1, std::memory_order_relaxed);  // a read TSAN checks
+        }
+      }
+      for (const VarUse& use : op.uses) {
+        Guarded& g = guarded[static_cast<VarQueue*>(use.var) - queues];
+        if (use.access == Access::kWrite) {
+          writes[static_cast<VarQueue*>(use.var) - queues].fetch_add(1, std::memory_order_relaxed);
+          g.writers.fetch_sub(1, std::memory_order_relaxed);
+        } else {
+          g.readers.fetch_sub(1, std::memory_order_relaxed);
+        }
+      }
+      for (const VarUse& use : op.uses) {
+        ReadyList ready;
+        use.var->complete(use, ready);
+        while (OpNode* next = ready.pop_front()) {
+          // release: pairs with the owner's acquire; after this store the owner may destroy the op.
+          static_cast<TestOp*>(next)->granted.store(true, std::memory_order_release);
+        }
+      }
+    }
+  };
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, static_cast<unsigned>(t + 1));
+  for (auto& thread : threads) thread.join();
+  CHECK(violations.load() == 0);
+  for (int k = 0; k < kQueues; ++k) {
+    CHECK(queues[k].version() == writes[k].load());
+    CHECK(idle(queues[k]));
+  }
+}
+
+}  // namespace
+}  // namespace depengine
