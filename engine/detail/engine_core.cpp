@@ -4,6 +4,7 @@
 #include <cassert>
 #include <cstdio>
 #include <string>
+#include <thread>
 #include <utility>
 
 #include "engine/detail/notification.h"
@@ -86,6 +87,10 @@ EngineCore::~EngineCore() = default;
 
 void EngineCore::shutdown() noexcept {
   wait_in_flight_at_most(0);
+  // acquire: pairs with the release decrement at the end of complete_async(); once it reads 0, every thread that
+  // completed an op from outside is done with the engine. The wait is a few instructions long (the tail of a
+  // completion), so it yields rather than sleeps.
+  while (foreign_completers_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   {
     std::lock_guard lock(errors_mutex_);
     if (first_error_ != nullptr && !first_error_reported_) {
@@ -302,13 +307,22 @@ void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
   if (t_running.engine == this) {  // completed from inside an op's function: successors join that executor's list
     complete_uses(op, *t_running.ready);
     leave();
-  } else {
-    TaskList ready;
-    complete_uses(op, ready);
-    leave();
-    while (Task* task = ready.pop_front()) task->executor()->submit(*task);
+    release_hold(op);
+    return;
   }
-  release_hold(op);
+  // A thread of the user's own. Once leave() retires the op, shutdown() may find nothing in flight while this thread
+  // still reads the engine (leave()'s wake check, the submits below), so it announces itself; shutdown() waits for
+  // every such thread to be gone before the engine is freed. Pool and inline threads need no such count: their
+  // executors' stop() waits for them.
+  // relaxed: the retire in leave() (seq_cst) publishes this increment to shutdown()'s seq_cst read of the counts.
+  foreign_completers_.fetch_add(1, std::memory_order_relaxed);
+  TaskList ready;
+  complete_uses(op, ready);
+  leave();
+  while (Task* task = ready.pop_front()) task->executor()->submit(*task);
+  release_hold(op);  // op records are never freed (op_record.h), so this touches no engine memory
+  // release: pairs with the acquire in shutdown(); this thread's last access to the engine.
+  foreign_completers_.fetch_sub(1, std::memory_order_release);
 }
 
 void EngineCore::finish(OpRecord* op, TaskList& ready) noexcept {

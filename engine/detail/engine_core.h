@@ -114,6 +114,8 @@ class EngineCore final : public ExecutorHost {
   // Threads asleep in wait_in_flight_at_most(): the low 32 bits count those waiting for low_water_, the high 32 bits
   // those waiting for zero. Read by every completion, written only by waiters, so it stays cached everywhere.
   alignas(64) std::atomic<std::uint64_t> sleepers_{0};
+  // Threads of the user's own inside complete_async(); shutdown() frees nothing while one is (see complete_async()).
+  std::atomic<std::uint32_t> foreign_completers_{0};
   std::mutex wake_mutex_;
   std::condition_variable wake_cv_;
 };

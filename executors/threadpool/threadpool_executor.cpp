@@ -49,6 +49,8 @@ void ThreadPoolExecutor::launch_drainer() {
     std::lock_guard guard(alive_mutex_);
     ++alive_;
   }
+  // release: pairs with the acquire at the start of drain().
+  launches_.fetch_add(1, std::memory_order_release);
   arena_.enqueue([this] { drain(); });
 }
 
@@ -112,6 +114,9 @@ Task* ThreadPoolExecutor::next_task(bool was_running) {
 }
 
 void ThreadPoolExecutor::drain() {
+  // acquire: pairs with the release in launch_drainer(); the value read is that launch's or a later one's, all in the
+  // counter's release sequence.
+  (void)launches_.load(std::memory_order_acquire);
   const int worker = tbb::this_task_arena::current_thread_index();
   TaskList ready;
   for (Task* task = next_task(false); task != nullptr; task = next_task(true)) {

@@ -28,6 +28,7 @@
 #include <chrono>
 #include <condition_variable>
 #include <cstddef>
+#include <cstdint>
 #include <mutex>
 
 #include "support/spinlock.h"
@@ -79,6 +80,10 @@ class ThreadPoolExecutor final : public Executor {
   alignas(64) std::atomic<std::size_t> queued_{0};
   // Drainers alive, for stop() to wait on. A mutex rather than an atomic wait: the last drainer's notify must happen
   // before stop() can return and the executor be destroyed, and holding alive_mutex_ across it guarantees that.
+  // Bumped (release) by every launch and read (acquire) by every drainer as it starts, so the executor's state and the
+  // host set by start() are visible to the drainer through an edge of our own: the hand-off itself goes through
+  // oneTBB's enqueue, which ThreadSanitizer cannot see (oneTBB is uninstrumented, cmake/tsan-ignorelist.txt).
+  std::atomic<std::uint64_t> launches_{0};
   std::mutex alive_mutex_;
   std::condition_variable alive_cv_;
   int alive_ = 0;  // guarded by alive_mutex_

@@ -120,6 +120,7 @@ TEST_CASE("a completion called twice throws Error and changes nothing", "[engine
       const Var v = engine.NewVariable();
       std::optional<Completion> kept;
       bool second_call_threw = false;
+      std::atomic<bool> returned{false};
       engine.PushAsync(
           [&](Completion done) {
             done();
@@ -129,9 +130,13 @@ TEST_CASE("a completion called twice throws Error and changes nothing", "[engine
               second_call_threw = true;
             }
             kept.emplace(done);
+            returned.store(true, std::memory_order_release);  // pairs with the acquire below
           },
           {}, {v});
       engine.WaitForAll();
+      // The op completed at its first done(), so WaitForAll may return while the function still runs: wait for the
+      // function's own return before reading what it wrote.
+      REQUIRE(wait_until([&] { return returned.load(std::memory_order_acquire); }));
       CHECK(second_call_threw);
       CHECK(engine.Version(v) == 1);
 

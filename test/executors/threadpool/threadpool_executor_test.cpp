@@ -1,0 +1,273 @@
+// ThreadPoolExecutor (executors/threadpool/threadpool_executor.h) against its Executor contract, without an engine: a
+// fake ExecutorHost runs scripted tasks, so each promise of the header is observed directly — every task runs once,
+// a chain made ready by completions stays on one thread, urgent tasks run first, try_help runs a queued task on the
+// caller, never more tasks run at once than there are workers, and stop() returns only once every drainer is gone.
+#include "executors/threadpool/threadpool_executor.h"
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <atomic>
+#include <deque>
+#include <functional>
+#include <mutex>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "executors/executor.h"
+#include "test/engine/test_support.h"
+
+namespace depengine::test {
+namespace {
+
+// A task whose body the test scripts. `successors` are made ready when it completes, as the engine's completions do.
+struct ScriptedTask : Task {
+  ScriptedTask(Executor* runs_on, std::int32_t urgency) {
+    executor_ = runs_on;
+    priority_ = urgency;
+  }
+  std::function<void(int worker)> body;
+  std::vector<ScriptedTask*> successors;
+  std::atomic<int> runs{0};
+  std::thread::id thread;  // written by the one run; read after the executor is stopped
+  int worker = -2;
+};
+
+// Runs a ScriptedTask's body and hands its successors back through `ready`. Tracks how many run at once.
+class FakeHost final : public ExecutorHost {
+ public:
+  void execute(Task& task, int worker, TaskList& ready) noexcept override {
+    auto& scripted = static_cast<ScriptedTask&>(task);
+    // relaxed: counters read for statistics after stop(), whose join orders them.
+    const int now = running_.fetch_add(1, std::memory_order_relaxed) + 1;
+    int seen = max_running_.load(std::memory_order_relaxed);
+    while (now > seen && !max_running_.compare_exchange_weak(seen, now, std::memory_order_relaxed)) {
+    }
+    scripted.thread = std::this_thread::get_id();
+    scripted.worker = worker;
+    if (scripted.body) scripted.body(worker);
+    scripted.runs.fetch_add(1, std::memory_order_relaxed);
+    running_.fetch_sub(1, std::memory_order_relaxed);
+    for (ScriptedTask* next : scripted.successors) ready.push_back(next);
+  }
+
+  [[nodiscard]] int max_running() const noexcept { return max_running_.load(std::memory_order_relaxed); }
+
+ private:
+  std::atomic<int> running_{0};
+  std::atomic<int> max_running_{0};
+};
+
+// A flag one thread raises and a task body waits for (with a deadline that fails the test rather than hanging). The
+// body runs on a worker, where Catch2 may not assert (it is not thread-safe): a timeout is recorded for the test
+// thread to check.
+struct Gate {
+  std::atomic<bool> open{false};
+  std::atomic<bool> entered{false};
+  std::atomic<bool> timed_out{false};
+  void hold() {
+    // release: publishes "the worker is inside the gate" to the acquire in reached().
+    entered.store(true, std::memory_order_release);
+    // acquire: pairs with the release in let_go().
+    if (!wait_until([&] { return open.load(std::memory_order_acquire); })) {
+      timed_out.store(true, std::memory_order_relaxed);  // relaxed: read after stop(), which joins the worker
+    }
+  }
+  void let_go() { open.store(true, std::memory_order_release); }
+  [[nodiscard]] bool reached() {
+    return wait_until([&] { return entered.load(std::memory_order_acquire); });
+  }
+};
+
+TEST_CASE("a negative worker count is rejected with a message", "[executors][threadpool]") {
+  CHECK_THROWS_WITH(ThreadPoolExecutor(ThreadPoolOptions{.workers = -1}), Catch::Contains("workers must be >= 0"));
+  CHECK(ThreadPoolExecutor(ThreadPoolOptions{.workers = 0}).workers() >= 1);
+}
+
+TEST_CASE("every submitted task runs exactly once, from many submitting threads", "[executors][threadpool]") {
+  for (const int workers : {1, 2}) {
+    DYNAMIC_SECTION("workers " << workers) {
+      Watchdog watchdog("threadpool runs every task");
+      FakeHost host;
+      ThreadPoolExecutor pool(ThreadPoolOptions{.workers = workers});
+      pool.start(host);
+      const std::size_t per_thread = sized(20'000, 2'000, 5'000);
+      std::vector<std::deque<ScriptedTask>> tasks(3);
+      for (auto& list : tasks) {
+        for (std::size_t i = 0; i < per_thread; ++i) list.emplace_back(&pool, static_cast<std::int32_t>(i % 3) - 1);
+      }
+      std::vector<std::thread> submitters;
+      for (auto& list : tasks) {
+        submitters.emplace_back([&pool, &list] {
+          for (ScriptedTask& task : list) pool.submit(task);
+        });
+      }
+      for (std::thread& t : submitters) t.join();
+      REQUIRE(wait_until([&] {
+        return std::all_of(tasks.begin(), tasks.end(), [](const auto& list) {
+          return std::all_of(list.begin(), list.end(), [](const ScriptedTask& t) { return t.runs.load() > 0; });
+        });
+      }));
+      pool.stop();
+      for (const auto& list : tasks) {
+        for (const ScriptedTask& task : list) REQUIRE(task.runs.load() == 1);
+      }
+      CHECK(host.max_running() <= workers);
+    }
+  }
+}
+
+TEST_CASE("a chain made ready by completions stays on the worker that started it", "[executors][threadpool]") {
+  Watchdog watchdog("threadpool chain");
+  FakeHost host;
+  ThreadPoolExecutor pool(ThreadPoolOptions{.workers = 2});
+  pool.start(host);
+  std::deque<ScriptedTask> chain;
+  const std::size_t length = sized(10'000, 1'000, 2'000);
+  for (std::size_t i = 0; i < length; ++i) chain.emplace_back(&pool, 0);
+  for (std::size_t i = 0; i + 1 < length; ++i) chain[i].successors.push_back(&chain[i + 1]);
+  pool.submit(chain.front());
+  REQUIRE(wait_until([&] { return chain.back().runs.load() == 1; }));
+  pool.stop();
+  for (const ScriptedTask& task : chain) {
+    REQUIRE(task.runs.load() == 1);
+    REQUIRE(task.thread == chain.front().thread);
+    REQUIRE(task.worker == chain.front().worker);
+  }
+  CHECK(chain.front().worker >= 0);  // a pool worker, not a helper
+}
+
+TEST_CASE("of several successors the worker keeps the most urgent and queues the rest", "[executors][threadpool]") {
+  // One worker: the first task makes three ready; the urgent one must run next, on the same thread, before the
+  // others (which wait in the queue behind it).
+  Watchdog watchdog("threadpool successor choice");
+  FakeHost host;
+  ThreadPoolExecutor pool(ThreadPoolOptions{.workers = 1});
+  pool.start(host);
+  std::mutex order_mutex;
+  std::vector<int> order;
+  auto record = [&](int id) {
+    return [&, id](int) {
+      std::lock_guard lock(order_mutex);
+      order.push_back(id);
+    };
+  };
+  ScriptedTask first(&pool, 0), low(&pool, 0), urgent(&pool, 5), low2(&pool, 0);
+  first.body = record(0);
+  low.body = record(1);
+  urgent.body = record(2);
+  low2.body = record(3);
+  first.successors = {&low, &urgent, &low2};
+  pool.submit(first);
+  REQUIRE(wait_until([&] { return low.runs.load() + urgent.runs.load() + low2.runs.load() == 3; }));
+  pool.stop();
+  REQUIRE(order.size() == 4);
+  CHECK(order[1] == 2);
+  CHECK(urgent.thread == first.thread);
+}
+
+TEST_CASE("queued urgent tasks run before queued normal ones", "[executors][threadpool][priority]") {
+  Watchdog watchdog("threadpool priority");
+  FakeHost host;
+  ThreadPoolExecutor pool(ThreadPoolOptions{.workers = 1});
+  pool.start(host);
+  Gate gate;
+  ScriptedTask blocker(&pool, 0);
+  blocker.body = [&](int) { gate.hold(); };
+  pool.submit(blocker);
+  REQUIRE(gate.reached());  // the only worker is busy: what follows queues up
+  std::mutex order_mutex;
+  std::vector<std::int32_t> order;
+  std::deque<ScriptedTask> tasks;
+  for (int i = 0; i < 8; ++i) {
+    tasks.emplace_back(&pool, i % 2 == 0 ? 0 : 1);
+    tasks.back().body = [&, urgency = tasks.back().priority()](int) {
+      std::lock_guard lock(order_mutex);
+      order.push_back(urgency);
+    };
+  }
+  for (ScriptedTask& task : tasks) pool.submit(task);
+  gate.let_go();
+  REQUIRE(wait_until([&] {
+    return std::all_of(tasks.begin(), tasks.end(), [](const ScriptedTask& t) { return t.runs.load() == 1; });
+  }));
+  pool.stop();
+  CHECK_FALSE(gate.timed_out.load());
+  CHECK(order == std::vector<std::int32_t>{1, 1, 1, 1, 0, 0, 0, 0});
+}
+
+TEST_CASE("try_help runs a queued task on the calling thread and reports an empty queue", "[executors][threadpool]") {
+  Watchdog watchdog("threadpool try_help");
+  FakeHost host;
+  ThreadPoolExecutor pool(ThreadPoolOptions{.workers = 1});
+  pool.start(host);
+  CHECK_FALSE(pool.try_help());
+  Gate gate;
+  ScriptedTask blocker(&pool, 0), queued(&pool, 0), successor(&pool, 0);
+  blocker.body = [&](int) { gate.hold(); };
+  queued.successors = {&successor};
+  pool.submit(blocker);
+  REQUIRE(gate.reached());
+  pool.submit(queued);
+  CHECK(pool.try_help());
+  CHECK(queued.runs.load() == 1);
+  CHECK(queued.thread == std::this_thread::get_id());
+  CHECK(queued.worker == -1);
+  // A helper runs one task and returns: the successor it made ready went to the queue, not to the helper.
+  CHECK(successor.runs.load() == 0);
+  CHECK(pool.try_help());
+  CHECK(successor.runs.load() == 1);
+  CHECK_FALSE(pool.try_help());
+  gate.let_go();
+  pool.stop();
+  CHECK_FALSE(gate.timed_out.load());
+  CHECK(blocker.runs.load() == 1);
+}
+
+TEST_CASE("two workers run two blocked tasks at once, and never more", "[executors][threadpool]") {
+  Watchdog watchdog("threadpool parallelism");
+  FakeHost host;
+  ThreadPoolExecutor pool(ThreadPoolOptions{.workers = 2});
+  pool.start(host);
+  Rendezvous both(2);
+  std::atomic<int> met{0};
+  std::deque<ScriptedTask> tasks;
+  for (int i = 0; i < 2; ++i) {
+    tasks.emplace_back(&pool, 0);
+    tasks.back().body = [&](int) {
+      if (both.arrive_and_wait()) met.fetch_add(1, std::memory_order_relaxed);
+    };
+  }
+  for (ScriptedTask& task : tasks) pool.submit(task);
+  REQUIRE(wait_until([&] { return tasks[0].runs.load() + tasks[1].runs.load() == 2; }));
+  pool.stop();
+  CHECK(met.load() == 2);  // both were inside their bodies at the same time
+  CHECK(tasks[0].thread != tasks[1].thread);
+  CHECK(host.max_running() == 2);
+}
+
+TEST_CASE("take_ready keeps the first most urgent task of its executor and submits the rest", "[executors]") {
+  // A recording executor stands in for "another executor" so that routing is observable.
+  class Recorder final : public Executor {
+   public:
+    [[nodiscard]] std::string_view name() const noexcept override { return "recorder"; }
+    void start(ExecutorHost&) override {}
+    void submit(Task& task) noexcept override { submitted.push_back(&task); }
+    [[nodiscard]] bool try_help() noexcept override { return false; }
+    void stop() noexcept override {}
+    std::vector<Task*> submitted;
+  };
+  Recorder self, other;
+  ScriptedTask a(&self, 0), b(&other, 9), c(&self, 3), d(&self, 3), e(&self, -1);
+  TaskList ready;
+  for (ScriptedTask* t : {&a, &b, &c, &d, &e}) ready.push_back(t);
+  Task* kept = take_ready(ready, &self);
+  CHECK(kept == &c);
+  CHECK(ready.empty());
+  CHECK(other.submitted == std::vector<Task*>{&b});
+  CHECK(self.submitted == std::vector<Task*>{&a, &d, &e});
+}
+
+}  // namespace
+}  // namespace depengine::test
