@@ -132,7 +132,8 @@ class Engine {
   // The number of completed mutations of `var`. Exact inside an op that uses var; otherwise a recent value.
   [[nodiscard]] std::uint64_t Version(Var var) const;
 
-  // Ops pushed and not yet completed, at some moment during the call.
+  // Ops pushed and not yet completed, at some moment during the call. (If completions keep landing between its reads
+  // for 64 tries in a row, it returns an upper bound of that count instead.)
   [[nodiscard]] std::size_t InFlight() const noexcept;
 
   // The executor at `index` of EngineOptions::executors. Throws Error if out of range.

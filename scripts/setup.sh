@@ -11,6 +11,7 @@ packages=(
   catch2                              # tests (Catch2 v2)
   libbenchmark-dev                    # benchmarks
   valgrind                            # instruction counts in bench/
+  hipcc libamdhip64-dev               # the HIP stream backend (HIP 5.2 runtime; hipcc turns DEPENGINE_WITH_HIP on)
 )
 
 missing=()

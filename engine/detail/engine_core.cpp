@@ -373,6 +373,24 @@ std::size_t EngineCore::in_flight() const noexcept {
   return difference(pushed_.load(std::memory_order_seq_cst), retired);
 }
 
+std::size_t EngineCore::in_flight_now() const noexcept {
+  // in_flight() overestimates when the caller is delayed between its two loads (retired_ read long before pushed_).
+  // Here retired_ is read again after pushed_: when it has not moved, pushed_ was read at a moment when retired_ held
+  // that value, so the difference is the count at that moment. Completions land every few hundred ns at most, so a
+  // retry almost always succeeds at once; after kTries the conservative value is returned rather than spinning on.
+  // seq_cst: as in in_flight().
+  constexpr int kTries = 64;
+  std::size_t retired = retired_.load(std::memory_order_seq_cst);
+  std::size_t pushed = 0;
+  for (int i = 0; i < kTries; ++i) {
+    pushed = pushed_.load(std::memory_order_seq_cst);
+    const std::size_t again = retired_.load(std::memory_order_seq_cst);
+    if (again == retired) break;
+    retired = again;
+  }
+  return difference(pushed, retired);
+}
+
 void EngineCore::admit(bool exempt) {
   if (exempt) {
     // relaxed: counting only; the op's publication is ordered by the variable locks.

@@ -57,7 +57,10 @@ class EngineCore final : public ExecutorHost {
   void wait_for_var(Var var);
   void wait_for_all();
   [[nodiscard]] std::uint64_t version(Var var) const;
+  // An upper bound of the ops in flight during the call (what waits rely on: never too low).
   [[nodiscard]] std::size_t in_flight() const noexcept;
+  // The ops in flight at one moment during the call (Engine::InFlight); see the definition for the rare fallback.
+  [[nodiscard]] std::size_t in_flight_now() const noexcept;
   [[nodiscard]] Executor& executor_at(std::uint32_t index) const;
 
   // Waits for every op, reports an unreported error to stderr, and stops the executors.

@@ -45,6 +45,16 @@
 #include "engine/frontier/detail/frontier_storage.h"
 #include "engine/frontier/frontier_entry.h"
 
+// GCC 12 reports -Wmaybe-uninitialized when a frontier whose entries it cannot see written (a fresh or empty one) is
+// passed to a kernel that is not inlined: it assumes a pointer-to-const argument reads its whole pointee. The kernels
+// read only the first count entries, which are always written, and the entries past the count are uninitialised on
+// purpose (detail/frontier_storage.h), so the warning is a false positive at every kernel call. Silenced for the
+// frontier headers only; clang has no such warning.
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
+#endif
+
 namespace depengine {
 
 template <std::size_t N>
@@ -68,6 +78,12 @@ class KnowledgeFrontier : public detail::FrontierStorage<N> {
   explicit KnowledgeFrontier(const KnowledgeFrontier<M>& other) noexcept {
     merge(other);
   }
+
+  // Not from a requirement: a requirement becomes knowledge only once waited for (merge_satisfied). Deleted rather
+  // than left out: a frontier is a contiguous range of entries, so the span constructor would otherwise accept one
+  // and drop its taint.
+  template <std::size_t M>
+  explicit KnowledgeFrontier(const RequirementFrontier<M>&) = delete;
 
   // Records that `axis` reached `epoch` (a no-op when epoch is 0 or not above the recorded one). If the frontier is
   // full and the axis is new, the entry with the smallest epoch (possibly the new one) is evicted and the frontier is
@@ -131,6 +147,12 @@ class RequirementFrontier : public detail::FrontierStorage<N> {
   explicit RequirementFrontier(const RequirementFrontier<M>& other) noexcept {
     merge(other);
   }
+
+  // Not from knowledge: that is from_knowledge, which carries the taint over. Deleted rather than left out: the span
+  // constructor would otherwise accept a knowledge frontier (a contiguous range of entries) and drop its taint, so a
+  // death frontier recorded from a stream that forgot part of its past would be dominated too early.
+  template <std::size_t M>
+  explicit RequirementFrontier(const KnowledgeFrontier<M>&) = delete;
 
   // Requires everything `known` knows (e.g. a death frontier recorded from the freeing stream's knowledge). A tainted
   // knowledge frontier forgot some of its past, which the requirement would then miss, so the result is tainted too.
@@ -302,3 +324,7 @@ std::ostream& operator<<(std::ostream& out, const RequirementFrontier<N>& f) {
 }
 
 }  // namespace depengine
+
+#if defined(__GNUC__) && !defined(__clang__)
+#pragma GCC diagnostic pop
+#endif

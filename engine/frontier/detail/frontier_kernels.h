@@ -6,8 +6,8 @@
 //
 // Speed: these run on every push, signal and wait, so each is a single forward pass over small arrays with no
 // allocation. Steady-state frontiers usually name the same axes as their partner (a stream merging the next signal
-// of the streams it always talks to), so merge, dominates, compare and undominated first test "same axes in the same
-// order" with a branch-free loop and then run a straight epoch loop; otherwise they fall back to a merge scan.
+// of the streams it always talks to), so merge, dominates, compare and undominated first try "same axes in the same
+// order" with a straight loop over the epochs (merge raises as it checks); otherwise they fall back to a merge scan.
 // Cost: O(na + nb) for every kernel; keep_newest is O(n) expected (nth_element).
 #pragma once
 
@@ -21,11 +21,14 @@ namespace depengine::detail {
 
 using EntryCount = std::uint32_t;
 
-// True when a and b (n entries each) name the same axes in the same order. Branch-free: it reads every entry.
+// True when a and b (n entries each) name the same axes in the same order. It stops at the first difference: in the
+// steady state the axes match, so the branch is always predicted. (An OR of the differences over every entry, without
+// a branch, is vectorized by GCC into SSE2 code whose set-up costs more than the loop at 4 entries.)
 [[nodiscard]] inline bool same_axes(const FrontierEntry* a, const FrontierEntry* b, EntryCount n) noexcept {
-  std::uint64_t diff = 0;
-  for (EntryCount i = 0; i < n; ++i) diff |= a[i].axis.bits() ^ b[i].axis.bits();
-  return diff == 0;
+  for (EntryCount i = 0; i < n; ++i) {
+    if (a[i].axis != b[i].axis) return false;
+  }
+  return true;
 }
 
 // The index of the first entry whose axis is not below `axis` (n when every axis is below). Counting rather than
@@ -61,9 +64,15 @@ using EntryCount = std::uint32_t;
   return k + (na - i) + (nb - j);
 }
 
-// Raises a's epochs to b's where a and b name the same axes in the same order (same_axes(a, b, n)).
-inline void raise_epochs(FrontierEntry* a, const FrontierEntry* b, EntryCount n) noexcept {
-  for (EntryCount i = 0; i < n; ++i) a[i].epoch = std::max(a[i].epoch, b[i].epoch);
+// Raises a[i].epoch to b[i].epoch along the leading entries whose axes match, stopping at the first that does not;
+// returns how many matched (n when a and b name the same axes in the same order). One pass that checks and raises,
+// rather than same_axes() followed by a raising loop: the merge's steady-state path reads each entry once.
+[[nodiscard]] inline EntryCount raise_matching(FrontierEntry* a, const FrontierEntry* b, EntryCount n) noexcept {
+  for (EntryCount i = 0; i < n; ++i) {
+    if (a[i].axis != b[i].axis) return i;
+    a[i].epoch = std::max(a[i].epoch, b[i].epoch);
+  }
+  return n;
 }
 
 // True when every entry of `target` is covered by `reference`: same axis present with an epoch at least as large.

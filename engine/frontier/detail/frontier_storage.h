@@ -90,10 +90,9 @@ class FrontierStorage {
   // buffer of N + M entries.
   template <std::size_t M>
   bool merge_entries(const FrontierEntry* other, EntryCount other_count) noexcept {
-    if (other_count == count_ && same_axes(entries_, other, count_)) {
-      raise_epochs(entries_, other, count_);  // the steady-state path: no entry moves
-      return true;
-    }
+    // The steady-state path: same axes, no entry moves. If the axes part ways, the entries raised before that point
+    // already hold the maximum, which the merge scan below keeps: stopping half-way loses nothing but the pass.
+    if (other_count == count_ && raise_matching(entries_, other, count_) == count_) return true;
     FrontierEntry merged[N + M];
     const EntryCount n = merge_into(entries_, count_, other, other_count, merged);
     if (n <= N) {

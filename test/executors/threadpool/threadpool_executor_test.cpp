@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "executors/executor.h"
-#include "test/engine/test_support.h"
+#include "test/test_support.h"
 
 namespace depengine::test {
 namespace {

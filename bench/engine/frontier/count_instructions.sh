@@ -1,0 +1,49 @@
+#!/usr/bin/env bash
+# Instructions per frontier operation at 4 entries, counted by callgrind: a figure that, unlike ns/op, does not move
+# from run to run or with the load on the machine.
+#
+#   bench/engine/frontier/count_instructions.sh [BENCH_BINARY]
+#     BENCH_BINARY defaults to build/release/bench/engine/frontier/bench_frontier.
+#
+# For each op, `bench_frontier --count OP K` runs exactly K iterations inside run_iterations(), the only function
+# callgrind collects (--toggle-collect). Two runs, K1 and K2 iterations, cancel everything that does not repeat (the
+# call, the first-iteration cache misses): (I(K2) - I(K1)) / (K2 - K1) is the count per iteration. An iteration also
+# pays the loop (index, sink, escape); the `loop` row is that cost alone, and the last column subtracts it.
+set -euo pipefail
+
+bench=${1:-build/release/bench/engine/frontier/bench_frontier}
+k1=1000
+k2=11000
+ops=(loop copy merge-same-axes merge-same-in-place merge-interleaved dominates compare undominated insert_or_raise)
+
+if ! command -v valgrind > /dev/null; then
+  echo "count_instructions.sh: valgrind is not installed" >&2
+  exit 1
+fi
+if [[ ! -x $bench ]]; then
+  echo "count_instructions.sh: no benchmark binary at $bench (build the bench_frontier target)" >&2
+  exit 1
+fi
+
+# Instructions collected inside run_iterations for `$1` iterations of op `$2`.
+collected() {
+  local out
+  out=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect='*run_iterations*' \
+    "$bench" --count "$2" "$1" 2>&1)
+  sed -n 's/.*Collected : \([0-9][0-9]*\).*/\1/p' <<< "$out"
+}
+
+printf '%-20s %12s %12s %12s %14s\n' op "Ir(K=$k1)" "Ir(K=$k2)" "Ir/iteration" "Ir/op - loop"
+loop_cost=""
+for op in "${ops[@]}"; do
+  i1=$(collected "$k1" "$op")
+  i2=$(collected "$k2" "$op")
+  if [[ -z $i1 || -z $i2 ]]; then
+    echo "count_instructions.sh: callgrind reported no count for $op" >&2
+    exit 1
+  fi
+  per=$(awk -v a="$i1" -v b="$i2" -v k1="$k1" -v k2="$k2" 'BEGIN { printf "%.2f", (b - a) / (k2 - k1) }')
+  [[ -z $loop_cost ]] && loop_cost=$per
+  net=$(awk -v p="$per" -v l="$loop_cost" 'BEGIN { printf "%.2f", p - l }')
+  printf '%-20s %12s %12s %12s %14s\n' "$op" "$i1" "$i2" "$per" "$net"
+done
