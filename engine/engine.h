@@ -35,9 +35,10 @@
 // - Shutdown. ~Engine() waits for every pushed op to complete. An error no wait reported is written to stderr.
 //
 // Thread safety: every member may be called from any thread, concurrently, except the destructor.
-// Cost: Push takes one spinlock per distinct variable and a pooled record; it allocates nothing for ops with at most
-// OpRecord::kInlineVars (6) distinct variables and a function of at most OpFunction::kInlineBytes (56) bytes with a
-// noexcept move constructor; larger ones cost one allocation each. NewVariable takes a mutex (and allocates when the
+// Cost: Push takes one spinlock per distinct variable and a pooled record. In steady state it allocates nothing for ops
+// that list at most OpRecord::kKeptVars (64) variables (pooled records keep the arrays that more than
+// OpRecord::kInlineVars (6) need) and have a function of at most OpFunction::kInlineBytes (56) bytes with a noexcept
+// move constructor; longer lists and larger functions cost one allocation each. NewVariable takes a mutex (and allocates when the
 // variable table grows). Waits take mutexes.
 #pragma once
 

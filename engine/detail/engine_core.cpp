@@ -63,7 +63,7 @@ std::uint32_t sort_and_fold(VarUse* uses, std::uint32_t count) noexcept {
 void recycle_record(OpRecord* op) noexcept {
   op->fn.reset();
   op->error = nullptr;
-  op->heap_uses.reset();
+  op->trim_uses();
   op->num_uses = 0;
   RecordPool::release(op);
 }

@@ -2,8 +2,8 @@
 //
 // One record is the op's wait counter (OpNode), its executor-visible part (Task), its function, and its uses of
 // variables (the VarUse entries that sit in those variables' queues), so a push needs no allocation beyond taking a
-// record from the pool: ops with at most kInlineVars distinct variables and an OpFunction that fits inline allocate
-// nothing; a larger variable set allocates one array.
+// record from the pool: ops that list at most kInlineVars variables and have an OpFunction that fits inline allocate
+// nothing; longer lists use a heap array that the record keeps across reuses (up to kKeptVars entries).
 //
 // Records are recycled through RecordPool and never returned to the system while the process runs, so a stale
 // Completion may still read its record's ticket safely (see run_context.h).
@@ -13,7 +13,10 @@
 // the running thread only, except the atomics below.
 #pragma once
 
+#include <algorithm>
 #include <atomic>
+#include <bit>
+#include <cstddef>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -29,6 +32,10 @@ class EngineCore;
 
 struct OpRecord final : Task, OpNode {
   static constexpr std::uint32_t kInlineVars = 6;
+  // A heap array of uses for at most this many variables stays with the record when it is recycled, so ops that list
+  // up to kKeptVars variables allocate only until the pooled records have grown to their size (MXNet's RandSumExpr
+  // shape, 3 to 20 variables, then allocates nothing in steady state). A larger array is freed at recycling.
+  static constexpr std::uint32_t kKeptVars = 64;
 
   // Called by the pool before a record is handed out again.
   void prepare(EngineCore* owner, Executor* runs_on, std::int32_t urgency) noexcept {
@@ -39,13 +46,26 @@ struct OpRecord final : Task, OpNode {
     ready_next_ = nullptr;
   }
 
-  // Room for `count` uses: the inline array, or one heap array (the documented allocation for large sets).
+  // Room for `count` uses: the inline array, else the record's heap array, grown (the documented allocation) when it
+  // is too small. Kept sizes are powers of two from 16, so a record regrows at most three times.
   void reserve_uses(std::size_t count) {
     if (count <= kInlineVars) {
       uses = inline_uses;
-    } else {
-      heap_uses = std::make_unique<VarUse[]>(count);
-      uses = heap_uses.get();
+      return;
+    }
+    if (count > heap_capacity) {
+      const std::size_t capacity = count <= kKeptVars ? std::max<std::size_t>(std::bit_ceil(count), 16) : count;
+      heap_uses = std::make_unique<VarUse[]>(capacity);
+      heap_capacity = capacity;
+    }
+    uses = heap_uses.get();
+  }
+
+  // At recycling: frees a heap array larger than the records keep.
+  void trim_uses() noexcept {
+    if (heap_capacity > kKeptVars) {
+      heap_uses.reset();
+      heap_capacity = 0;
     }
   }
 
@@ -68,6 +88,7 @@ struct OpRecord final : Task, OpNode {
   std::atomic<std::uint64_t> ticket{0};
 
   std::unique_ptr<VarUse[]> heap_uses;
+  std::size_t heap_capacity = 0;  // entries of heap_uses
   VarUse inline_uses[kInlineVars];
   OpRecord* pool_next = nullptr;  // link while the record sits in the pool
 };

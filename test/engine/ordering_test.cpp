@@ -317,5 +317,43 @@ TEST_CASE("ops with many variables and large callables keep their order", "[engi
   }
 }
 
+// Pooled records keep the heap array that a long variable list needs (op_record.h, kKeptVars), and give up one longer
+// than that when recycled. Lists of every class (inline, kept, too long to keep), in turns, so each record is reused
+// with lists shorter and longer than the array it holds; any use entry left stale would misorder an op.
+TEST_CASE("ops whose variable lists grow and shrink across record reuse keep their order", "[engine][ordering][lists]") {
+  constexpr std::size_t kVars = 160;
+  constexpr std::array<std::size_t, 8> kLengths{1, 7, 20, 70, 130, 3, 64, 65};
+  const int ops = static_cast<int>(sized(800, 120, 240));
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("list lengths on " + factory.name);
+      Engine engine(factory.options());
+      std::vector<Var> vars;
+      for (std::size_t i = 0; i < kVars; ++i) vars.push_back(engine.NewVariable());
+      std::vector<std::uint64_t> value(kVars, 0), expected(kVars, 0);
+      std::mt19937 rng(11);
+      for (int i = 0; i < ops; ++i) {
+        const std::size_t length = kLengths[static_cast<std::size_t>(i) % kLengths.size()];
+        std::vector<std::uint32_t> index(length);
+        for (std::uint32_t& x : index) x = static_cast<std::uint32_t>(rng() % kVars);
+        const std::size_t n_reads = length / 2;  // the first half is read, the rest mutated (repeats fold)
+        std::vector<Var> reads, mutates;
+        for (std::size_t k = 0; k < length; ++k) (k < n_reads ? reads : mutates).push_back(vars[index[k]]);
+        auto make_body = [&](std::vector<std::uint64_t>& target) {
+          return [&target, index, n_reads, i] {
+            std::uint64_t h = static_cast<std::uint64_t>(i);
+            for (std::size_t k = 0; k < n_reads; ++k) h = mix(h, target[index[k]]);
+            for (std::size_t k = n_reads; k < index.size(); ++k) target[index[k]] = mix(h, target[index[k]]);
+          };
+        };
+        make_body(expected)();
+        engine.Push(make_body(value), reads, mutates);
+      }
+      engine.WaitForAll();
+      CHECK(value == expected);
+    }
+  }
+}
+
 }  // namespace
 }  // namespace depengine::test
