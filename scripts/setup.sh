@@ -11,6 +11,7 @@ packages=(
   catch2                              # tests (Catch2 v2)
   libbenchmark-dev                    # benchmarks
   valgrind                            # instruction counts in bench/
+  libomp-dev libstarpu-dev pkgconf    # bench/peers: LLVM's OpenMP runtime (built with clang), StarPU 1.3 (pkg-config)
   hipcc libamdhip64-dev               # the HIP stream backend (HIP 5.2 runtime; hipcc turns DEPENGINE_WITH_HIP on)
 )
 
