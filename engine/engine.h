@@ -38,8 +38,8 @@
 // Cost: Push takes one spinlock per distinct variable and a pooled record. In steady state it allocates nothing for ops
 // that list at most OpRecord::kKeptVars (64) variables (pooled records keep the arrays that more than
 // OpRecord::kInlineVars (6) need) and have a function of at most OpFunction::kInlineBytes (56) bytes with a noexcept
-// move constructor; longer lists and larger functions cost one allocation each. NewVariable takes a mutex (and allocates when the
-// variable table grows). Waits take mutexes.
+// move constructor; longer lists and larger functions cost one allocation each. NewVariable takes a mutex (and
+// allocates when the variable table grows). Waits take mutexes.
 #pragma once
 
 #include <concepts>
@@ -64,12 +64,12 @@ struct OpRecord;
 
 // The function shapes Push accepts: fn(const RunContext&) or fn().
 template <class F>
-concept SyncOpFunction = std::invocable<std::decay_t<F>&, const RunContext&> || std::invocable<std::decay_t<F>&>;
+concept SyncOpFunction = (std::invocable<std::decay_t<F>&, const RunContext&>) || (std::invocable<std::decay_t<F>&>);
 
 // The function shapes PushAsync accepts: fn(const RunContext&, Completion) or fn(Completion).
 template <class F>
-concept AsyncOpFunction =
-    std::invocable<std::decay_t<F>&, const RunContext&, Completion> || std::invocable<std::decay_t<F>&, Completion>;
+concept AsyncOpFunction = (std::invocable<std::decay_t<F>&, const RunContext&, Completion>) ||
+                          (std::invocable<std::decay_t<F>&, Completion>);
 
 struct EngineOptions {
   // The running policies, owned by the engine. PushOptions::context.executor indexes this list; the first is the
@@ -119,7 +119,8 @@ class Engine {
   // Every copy of `var` is dead from this call on. Throws Error for a null, deleted or foreign variable.
   template <class F>
   void DeleteVariable(Var var, F&& deleter, const PushOptions& options = {}) {
-    static_assert(std::invocable<std::decay_t<F>&>, "DeleteVariable(var, deleter): deleter must be callable as deleter()");
+    static_assert(std::invocable<std::decay_t<F>&>,
+                  "DeleteVariable(var, deleter): deleter must be callable as deleter()");
     delete_variable(var, detail::OpFunction::make<false>(std::forward<F>(deleter)), options);
   }
   void DeleteVariable(Var var) {

@@ -22,6 +22,7 @@
 #include <thread>
 #include <vector>
 
+#include "bench/common/engine_run.h"
 #include "bench/common/report.h"
 #include "bench/common/workloads.h"
 #include "engine/engine.h"
@@ -30,24 +31,6 @@
 
 namespace depengine::bench {
 namespace {
-
-double run_once(Engine& engine, const Workload& workload) {
-  std::vector<Var> vars(workload.num_vars());
-  for (Var& var : vars) var = engine.NewVariable();
-  std::vector<Var> reads(workload.max_list()), mutates(workload.max_list());
-  const auto start = std::chrono::steady_clock::now();
-  for (std::size_t op = 0; op < workload.size(); ++op) {
-    std::size_t r = 0, m = 0;
-    for (const std::uint32_t v : workload.reads(op)) reads[r++] = vars[v];
-    for (const std::uint32_t v : workload.mutates(op)) mutates[m++] = vars[v];
-    engine.Push([] {}, std::span<const Var>(reads.data(), r), std::span<const Var>(mutates.data(), m));
-  }
-  engine.WaitForAll();
-  const auto stop = std::chrono::steady_clock::now();
-  for (const Var& var : vars) engine.DeleteVariable(var);
-  engine.WaitForAll();
-  return std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(workload.size());
-}
 
 // One-way latency of handing a cache line to another thread and back, in ns per transfer.
 double pingpong_once(std::size_t transfers) {
@@ -103,8 +86,7 @@ int main(int argc, char** argv) try {
   const std::vector<Workload> workloads = standard_workloads(options.smoke);
   const std::vector<System> systems = {
       {"depengine-inline", 1, [] { return std::make_unique<InlineExecutor>(); }},
-      {"depengine-threadpool", 2,
-       [] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 2}); }},
+      {"depengine-threadpool", 2, [] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 2}); }},
   };
   std::vector<Record> records;
   records.push_back(measure("line-transfer", "pingpong", 2, options.runs,
@@ -113,8 +95,8 @@ int main(int argc, char** argv) try {
     const tbb::global_control limit(tbb::global_control::max_allowed_parallelism, 2);
     tbb::task_arena arena(2);
     const std::size_t tasks = workloads.front().size();
-    records.push_back(measure("independent", "tbb-task_group", 2, options.runs,
-                              [&] { return task_group_once(arena, tasks); }));
+    records.push_back(
+        measure("independent", "tbb-task_group", 2, options.runs, [&] { return task_group_once(arena, tasks); }));
   }
   for (const System& system : systems) {
     EngineOptions engine_options;
@@ -123,7 +105,7 @@ int main(int argc, char** argv) try {
     for (const Workload& workload : workloads) {
       // The warm-up run fills the record pool and the variable table.
       records.push_back(measure(workload.name(), system.name, system.threads, options.runs,
-                                [&] { return run_once(engine, workload); }));
+                                [&] { return run_workload(engine, workload); }));
     }
   }
   report(options, records);

@@ -172,12 +172,14 @@ void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const
   // Handles are checked for their engine here, before their pointer is followed; whether they are still alive is
   // checked by publish() under the variables' locks, the only place where the answer cannot change.
   auto add = [&](const Var& var, Access access) {
-    if (var.engine_ != id_ || var.is_null()) [[unlikely]] (void)checked_state(var, op->async ? "PushAsync" : "Push");
+    if (var.engine_ != id_ || var.is_null()) [[unlikely]]
+      (void)checked_state(var, op->async ? "PushAsync" : "Push");
     *out++ = VarUse{var.state_, op, nullptr, access, var.generation_};
   };
   for (const Var& var : reads) add(var, Access::kRead);
   for (const Var& var : mutates) add(var, Access::kWrite);
-  op->num_uses = total <= 1 ? static_cast<std::uint32_t>(total) : sort_and_fold(op->uses, static_cast<std::uint32_t>(total));
+  op->num_uses =
+      total <= 1 ? static_cast<std::uint32_t>(total) : sort_and_fold(op->uses, static_cast<std::uint32_t>(total));
 }
 
 // Appends `op` to the queue of every variable it uses, all locks held at once (see var_queue.h). Returns false,
@@ -362,7 +364,9 @@ void EngineCore::note_error(const std::exception_ptr& error) noexcept {
 
 namespace {
 // pushed - retired, where the two were read at different moments: retired may then be ahead.
-std::size_t difference(std::size_t pushed, std::size_t retired) noexcept { return pushed > retired ? pushed - retired : 0; }
+std::size_t difference(std::size_t pushed, std::size_t retired) noexcept {
+  return pushed > retired ? pushed - retired : 0;
+}
 constexpr std::uint64_t kZeroSleeper = std::uint64_t{1} << 32;
 constexpr std::uint64_t kLowSleeper = 1;
 }  // namespace

@@ -98,14 +98,14 @@ class EngineCore final : public ExecutorHost {
 
   // Variable table: stable addresses, recycled through a free list.
   std::mutex vars_mutex_;
-  std::deque<VarState> vars_;     // guarded by vars_mutex_ (growth); elements are owned by their users meanwhile
+  std::deque<VarState> vars_;      // guarded by vars_mutex_ (growth); elements are owned by their users meanwhile
   VarState* free_vars_ = nullptr;  // guarded by vars_mutex_
 
   // Errors for WaitForAll.
   std::mutex errors_mutex_;
-  std::exception_ptr first_error_;  // guarded by errors_mutex_
+  std::exception_ptr first_error_;     // guarded by errors_mutex_
   bool first_error_reported_ = false;  // a WaitForVar rethrew first_error_ (so shutdown need not); errors_mutex_
-  std::vector<Var> poisoned_;       // variables given an error since the last WaitForAll; guarded by errors_mutex_
+  std::vector<Var> poisoned_;          // variables given an error since the last WaitForAll; guarded by errors_mutex_
 
   // In flight = pushed_ - retired_. The two counts live on separate cache lines, written by separate parties
   // (pushers; completing threads), so a push and a completion on different cores do not trade a line per op.

@@ -204,9 +204,9 @@ class RequirementFrontier : public detail::FrontierStorage<N> {
 // knowledge dominates an op's wait frontier elides the wait. A tainted `known` is still sound (it knows less).
 template <std::size_t N, std::size_t M>
 [[nodiscard]] bool dominates(const KnowledgeFrontier<N>& known, const RequirementFrontier<M>& required) noexcept {
-  return !required.tainted() && detail::covers(known.entries().data(), static_cast<detail::EntryCount>(known.size()),
-                                               required.entries().data(),
-                                               static_cast<detail::EntryCount>(required.size()));
+  return !required.tainted() &&
+         detail::covers(known.entries().data(), static_cast<detail::EntryCount>(known.size()),
+                        required.entries().data(), static_cast<detail::EntryCount>(required.size()));
 }
 
 // The order of knowledge: a knows at least everything b records. Taint is not consulted (a tainted knowledge

@@ -36,8 +36,8 @@
 #include <atomic>
 #include <cstdint>
 
-#include "support/spinlock.h"
 #include "engine/var_queue/op_node.h"
+#include "support/spinlock.h"
 
 namespace depengine {
 

@@ -23,8 +23,8 @@ class HostTask {
 
   // Accepts any callable invocable as fn() (its result is discarded).
   template <class F>
-    requires(!std::is_same_v<std::decay_t<F>, HostTask>)
-  HostTask(F&& fn) {  // NOLINT(google-explicit-constructor): launch(stream, [..]{..}) converts implicitly
+  requires(!std::is_same_v<std::decay_t<F>, HostTask>)
+      HostTask(F&& fn) {  // NOLINT(google-explicit-constructor): launch(stream, [..]{..}) converts implicitly
     using Fn = std::decay_t<F>;
     static_assert(std::is_invocable_v<Fn&>,
                   "HostStreamBackend::launch takes a callable with no arguments: [captures] { ... }");

@@ -31,8 +31,8 @@
 #include <cstdint>
 #include <mutex>
 
-#include "support/spinlock.h"
 #include "executors/executor.h"
+#include "support/spinlock.h"
 
 namespace depengine {
 

@@ -97,8 +97,7 @@ TEST_CASE("async ops completed elsewhere fill up to the bound and no further", "
   }
 }
 
-TEST_CASE("pushes from inside ops are exempt from the bound and never wait for themselves",
-          "[engine][back_pressure]") {
+TEST_CASE("pushes from inside ops are exempt from the bound and never wait for themselves", "[engine][back_pressure]") {
   for (const auto& factory : executor_factories()) {
     DYNAMIC_SECTION(factory.name) {
       Watchdog watchdog("pushes inside ops with bound 1 on " + factory.name);

@@ -116,7 +116,7 @@ TEST_CASE("ops may push ops, which order after them on the variables they share"
         Engine& engine;
         Var v;
         int depth;
-        int next = 0;        // the step expected next; written only by the chain's ops, which v orders
+        int next = 0;  // the step expected next; written only by the chain's ops, which v orders
         int out_of_order = 0;
         void step(int i) {
           if (i != next) ++out_of_order;

@@ -23,9 +23,9 @@ TEST_CASE("a thrown exception poisons the mutated variables; WaitForVar rethrows
       const Var a = engine.NewVariable(), b = engine.NewVariable(), read_only = engine.NewVariable();
       engine.Push([] { throw OpFailure(7); }, {read_only}, {a, b});  // Push itself never throws the op's error
       CHECK(thrown_id([&] { engine.WaitForVar(a); }) == 7);
-      CHECK(thrown_id([&] { engine.WaitForVar(a); }) == 0);  // once: a reads clean afterwards
+      CHECK(thrown_id([&] { engine.WaitForVar(a); }) == 0);          // once: a reads clean afterwards
       CHECK(thrown_id([&] { engine.WaitForVar(read_only); }) == 0);  // reads are not poisoned
-      CHECK(thrown_id([&] { engine.WaitForVar(b); }) == 7);  // clearing a left b alone
+      CHECK(thrown_id([&] { engine.WaitForVar(b); }) == 7);          // clearing a left b alone
       CHECK(thrown_id([&] { engine.WaitForVar(b); }) == 0);
 
       // Cleared means usable: an op on a now runs.
@@ -87,8 +87,7 @@ TEST_CASE("ops that use a poisoned variable are skipped and pass the error on", 
     DYNAMIC_SECTION(factory.name) {
       Watchdog watchdog("skipping on " + factory.name);
       Engine engine(factory.options());
-      const Var a = engine.NewVariable(), b = engine.NewVariable(), c = engine.NewVariable(),
-                d = engine.NewVariable();
+      const Var a = engine.NewVariable(), b = engine.NewVariable(), c = engine.NewVariable(), d = engine.NewVariable();
       std::atomic<int> ran{0};
       auto count = [&ran] { ran.fetch_add(1, std::memory_order_relaxed); };
       engine.Push([] { throw OpFailure(1); }, {}, {a});
@@ -102,7 +101,7 @@ TEST_CASE("ops that use a poisoned variable are skipped and pass the error on", 
             done();
           },
           {c}, {d});
-      engine.Push(count, {}, {engine.NewVariable()});  // independent: runs
+      engine.Push(count, {}, {engine.NewVariable()});        // independent: runs
       CHECK(thrown_id([&] { engine.WaitForVar(d); }) == 1);  // the async op was skipped, its function never called
       CHECK(thrown_id([&] { engine.WaitForVar(c); }) == 1);
       CHECK(thrown_id([&] { engine.WaitForVar(b); }) == 1);
@@ -126,7 +125,7 @@ TEST_CASE("no_skip ops run on poisoned variables, which keep their first error",
       engine.Push([&] { ran.fetch_add(1, std::memory_order_relaxed); }, {a}, {b}, no_skip);  // runs
       engine.Push([&] { ran.fetch_add(1, std::memory_order_relaxed); }, {}, {a}, no_skip);   // runs, succeeds
       engine.Push([] { throw OpFailure(2); }, {}, {a}, no_skip);  // runs, fails: a keeps error 1
-      CHECK(thrown_id([&] { engine.WaitForVar(b); }) == 0);      // the no_skip op succeeded: b is clean
+      CHECK(thrown_id([&] { engine.WaitForVar(b); }) == 0);       // the no_skip op succeeded: b is clean
       CHECK(thrown_id([&] { engine.WaitForVar(a); }) == 1);
       CHECK(ran.load() == 2);
       CHECK(thrown_id([&] { engine.WaitForAll(); }) == 1);
@@ -143,7 +142,7 @@ TEST_CASE("a variable keeps the first error attached to it until a wait clears i
       PushOptions no_skip;
       no_skip.no_skip = true;
       engine.Push([] { throw OpFailure(1); }, {}, {a});
-      engine.Push([] {}, {}, {a}, no_skip);                       // a success does not clear it
+      engine.Push([] {}, {}, {a}, no_skip);                          // a success does not clear it
       engine.Push([] { throw OpFailure(2); }, {}, {a, b}, no_skip);  // a later error does not replace it
       CHECK(thrown_id([&] { engine.WaitForVar(a); }) == 1);
       CHECK(thrown_id([&] { engine.WaitForVar(b); }) == 2);
@@ -172,7 +171,7 @@ TEST_CASE("WaitForAll rethrows the first error raised and clears every variable"
       engine.Push([] { throw OpFailure(1); }, {}, {a, c});
       engine.Push([] { throw OpFailure(2); }, {c}, {b}, no_skip);  // ordered after the first by c
       CHECK(thrown_id([&] { engine.WaitForAll(); }) == 1);
-      CHECK(thrown_id([&] { engine.WaitForAll(); }) == 0);  // reported once
+      CHECK(thrown_id([&] { engine.WaitForAll(); }) == 0);   // reported once
       CHECK(thrown_id([&] { engine.WaitForVar(a); }) == 0);  // every variable cleared
       CHECK(thrown_id([&] { engine.WaitForVar(b); }) == 0);
       CHECK(thrown_id([&] { engine.WaitForVar(c); }) == 0);

@@ -100,7 +100,9 @@ TEST_CASE("an unknown executor index is rejected", "[engine][misuse]") {
                           },
                           {v}, {}, bad),
                       Error);
-      CHECK_THROWS_AS(engine.DeleteVariable(v, [&] { ran.fetch_add(1); }, bad), Error);
+      CHECK_THROWS_AS(engine.DeleteVariable(
+                          v, [&] { ran.fetch_add(1); }, bad),
+                      Error);
       CHECK_THROWS_AS(engine.executor(1), Error);
       CHECK_NOTHROW(engine.executor(0));
       engine.WaitForAll();

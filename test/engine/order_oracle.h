@@ -35,7 +35,7 @@ struct OpSpec {
   std::vector<std::uint32_t> mutates;
   std::uint32_t executor = 0;  // PushOptions::context.executor
   std::int32_t priority = 0;
-  bool async = false;          // PushAsync, completed from another thread
+  bool async = false;  // PushAsync, completed from another thread
 };
 
 struct UseSpec {
@@ -155,10 +155,10 @@ class OrderOracle {
   }
 
  private:
-  std::vector<std::vector<UseSpec>> uses_;         // per op id; immutable
-  std::vector<std::vector<std::uint64_t>> seen_;   // per op id and use; written by that op
-  std::vector<std::uint64_t> mutations_;           // per variable; written by the ops that mutate it
-  std::vector<std::size_t> offsets_;               // first op id of each pusher, then the total
+  std::vector<std::vector<UseSpec>> uses_;        // per op id; immutable
+  std::vector<std::vector<std::uint64_t>> seen_;  // per op id and use; written by that op
+  std::vector<std::uint64_t> mutations_;          // per variable; written by the ops that mutate it
+  std::vector<std::size_t> offsets_;              // first op id of each pusher, then the total
 };
 
 }  // namespace depengine::test

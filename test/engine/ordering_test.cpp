@@ -320,7 +320,8 @@ TEST_CASE("ops with many variables and large callables keep their order", "[engi
 // Pooled records keep the heap array that a long variable list needs (op_record.h, kKeptVars), and give up one longer
 // than that when recycled. Lists of every class (inline, kept, too long to keep), in turns, so each record is reused
 // with lists shorter and longer than the array it holds; any use entry left stale would misorder an op.
-TEST_CASE("ops whose variable lists grow and shrink across record reuse keep their order", "[engine][ordering][lists]") {
+TEST_CASE("ops whose variable lists grow and shrink across record reuse keep their order",
+          "[engine][ordering][lists]") {
   constexpr std::size_t kVars = 160;
   constexpr std::array<std::size_t, 8> kLengths{1, 7, 20, 70, 130, 3, 64, 65};
   const int ops = static_cast<int>(sized(800, 120, 240));

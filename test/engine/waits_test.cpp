@@ -34,9 +34,8 @@ TEST_CASE("WaitForVar returns once every earlier op on its variable completed, a
       // The held op completes from another thread once this one is (about to be) waiting.
       std::atomic<bool> waiting{false};
       bool released = false;
-      std::thread releaser([&] {
-        released = wait_until([&] { return waiting.load(std::memory_order_acquire); }) && held.release();
-      });
+      std::thread releaser(
+          [&] { released = wait_until([&] { return waiting.load(std::memory_order_acquire); }) && held.release(); });
       waiting.store(true, std::memory_order_release);  // release: pairs with the releaser's acquire
       engine.WaitForVar(v);
       CHECK(done.load(std::memory_order_relaxed) == kOps);

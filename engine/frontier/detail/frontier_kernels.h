@@ -41,8 +41,8 @@ using EntryCount = std::uint32_t;
 
 // Writes the component-wise maximum of a and b to `out` (room for na + nb entries, disjoint from both) and returns
 // its size.
-[[nodiscard]] inline EntryCount merge_into(const FrontierEntry* a, EntryCount na, const FrontierEntry* b,
-                                           EntryCount nb, FrontierEntry* out) noexcept {
+[[nodiscard]] inline EntryCount merge_into(const FrontierEntry* a, EntryCount na, const FrontierEntry* b, EntryCount nb,
+                                           FrontierEntry* out) noexcept {
   EntryCount i = 0;
   EntryCount j = 0;
   EntryCount k = 0;

@@ -11,8 +11,8 @@
 #include <cstdlib>
 #include <random>
 #include <string_view>
-#include <utility>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/var_queue/op_node.h"
@@ -26,7 +26,7 @@ struct TestOp : OpNode {
   using Uses = std::vector<std::pair<VarQueue*, Access>>;
 
   std::vector<VarUse> uses;
-  std::atomic<bool> granted{false};  // set by whoever made the op ready
+  std::atomic<bool> granted{false};        // set by whoever made the op ready
   bool ready_before_pusher_grant = false;  // a protocol violation: the op must wait for its pusher's grant
 
   TestOp(std::initializer_list<std::pair<VarQueue*, Access>> list) : TestOp(Uses(list)) {}
@@ -143,7 +143,7 @@ TEST_CASE("OpNode: an op over several queues is ready only after every grant and
   CHECK(holder_b.push());
   CHECK(holder_c.push());
   TestOp op{{&a, Access::kRead}, {&b, Access::kRead}, {&c, Access::kWrite}};
-  CHECK_FALSE(op.push());  // a granted at once; b and c not yet
+  CHECK_FALSE(op.push());                     // a granted at once; b and c not yet
   CHECK(complete(holder_c.uses[0]).empty());  // c granted: op still waits for b
   CHECK(complete(holder_b.uses[0]) == std::vector<OpNode*>{&op});
 

@@ -4,10 +4,9 @@
 // caller, never more tasks run at once than there are workers, and stop() returns only once every drainer is gone.
 #include "executors/threadpool/threadpool_executor.h"
 
-#include <catch2/catch.hpp>
-
 #include <algorithm>
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <deque>
 #include <functional>
 #include <mutex>
