@@ -4,11 +4,20 @@
 #include <cstdint>
 #include <string_view>
 
+#include "executors/executor.h"  // StreamKind
+
 namespace depengine {
 
-// Which running policy runs the op: an index into EngineOptions::executors (0, the first, is the default).
+// Where the op runs: which running policy (an index into EngineOptions::executors; 0, the first, is the default) and,
+// for a stream executor, on which device and kind of stream. CPU executors ignore the placement fields.
 struct Context {
   std::uint32_t executor = 0;
+  std::uint32_t device = 0;  // a device index of the stream executor's backend
+  StreamKind stream_kind = StreamKind::kCompute;
+  // A stream among the device's streams of that kind (0-based), or -1 to let the executor choose: it prefers a
+  // stream whose last op the new op depends on anyway (no false serialisation), and among those the one that already
+  // knows most of what the op waits for (fewest device waits).
+  std::int32_t stream = -1;
 };
 
 struct PushOptions {

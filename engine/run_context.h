@@ -8,6 +8,7 @@
 namespace depengine {
 
 class Executor;
+struct StreamPlacement;
 
 namespace detail {
 struct OpRecord;
@@ -19,6 +20,10 @@ struct RunContext {
   std::string_view name;         // the op's PushOptions::name ("" when none was given)
   int worker = -1;               // index of the executor's worker thread running it; -1 on any other thread
   Executor* executor = nullptr;  // the executor running it (owned by the engine)
+  // For an op of a stream executor: the stream it is being issued on (backend, stream handle, device, axis, epoch;
+  // executors/stream/stream_executor.h). The function enqueues its device work there and returns; the op completes
+  // when that work has. Null for CPU executors.
+  const StreamPlacement* stream = nullptr;
 };
 
 // The completion of an asynchronous op (PushAsync). Call it exactly once, from any thread, when the op's work is
@@ -37,8 +42,8 @@ class Completion {
   friend class detail::EngineCore;
   Completion(detail::OpRecord* op, std::uint64_t ticket) noexcept : op_(op), ticket_(ticket) {}
 
-  detail::OpRecord* op_;   // op records are pooled for the process lifetime, so a stale call stays memory-safe
-  std::uint64_t ticket_;   // the record's completion ticket for this op; a second call finds it moved on
+  detail::OpRecord* op_;  // op records are pooled for the process lifetime, so a stale call stays memory-safe
+  std::uint64_t ticket_;  // the record's completion ticket for this op; a second call finds it moved on
 };
 
 }  // namespace depengine

@@ -6,9 +6,18 @@
 // ready; the executor routes them with take_ready(), keeping one of its own to run next on the same thread (so a
 // chain never crosses threads) and submitting the rest.
 //
-// An executor owns its threads and queues. It never learns what an op does, only its priority and which executor it
-// belongs to. (Stream executors, which issue an op before it completes, extend ExecutorHost with issue and
-// completion reports; CPU executors complete an op when execute() returns.)
+// An executor owns its threads and queues. It never learns what an op does, only its priority, its placement (device,
+// stream kind, stream) and which executor it belongs to.
+//
+// Two kinds of executor (DESIGN.md section 3):
+//   - CPU executors (inline, threadpool) complete an op when execute() returns (or its Completion is called). They
+//     own no axis: the engine hands them an op only once every entry of its wait frontier has completed (it parks the
+//     op on the tracker until then), so they never wait for a device.
+//   - Stream executors (issues_ahead() is true) ISSUE an op: they pick a FIFO stream, make it wait on device events
+//     for the entries of the op's wait frontier (requirement()) that the stream does not already know, and call
+//     issue(), which runs the op's function (it enqueues device work) and releases the op's variables at once with
+//     the signal (stream axis, epoch). When the device has finished, they advance the tracker and report
+//     complete_issued(). Each stream is one axis of the engine's tracker, registered in start().
 //
 // Lifetime: the Engine owns its executors. It calls start() once before the first submit(), and stop() once after
 // the last op has completed; the executor must not call into the host after stop() returns.
@@ -17,12 +26,28 @@
 #pragma once
 
 #include <cstdint>
+#include <exception>
 #include <string_view>
 #include <utility>
+
+#include "engine/frontier/frontier.h"
+#include "engine/frontier/tracker.h"
 
 namespace depengine {
 
 class Executor;
+struct StreamPlacement;  // executors/stream/stream_executor.h: where a stream op was issued
+
+// What a stream is for. Stream executors keep streams of each kind per device; an op names the kind it needs.
+enum class StreamKind : std::uint8_t {
+  kCompute = 0,  // kernels and host work
+  kCopy = 1,     // transfers, so that they overlap compute
+};
+
+// An op's wait frontier: the (axis, epoch) signals of the ops it depends on that may not have completed yet. Its
+// capacity bounds the stream axes of one engine (EngineCore checks at construction), so it never overflows.
+inline constexpr std::size_t kMaxEngineAxes = 16;
+using WaitFrontier = RequirementFrontier<kMaxEngineAxes>;
 
 // The part of an op that executors see: where it runs, how urgent it is, and a link for the executor's queues.
 class Task {
@@ -30,19 +55,30 @@ class Task {
   [[nodiscard]] Executor* executor() const noexcept { return executor_; }
   // A hint: higher runs earlier among ops that are ready at the same time. 0 is normal.
   [[nodiscard]] std::int32_t priority() const noexcept { return priority_; }
+  // Placement, for stream executors (CPU executors ignore it): the device, the stream kind, and a stream index among
+  // that device's streams of that kind (-1: the executor chooses).
+  [[nodiscard]] std::uint32_t device() const noexcept { return device_; }
+  [[nodiscard]] StreamKind stream_kind() const noexcept { return stream_kind_; }
+  [[nodiscard]] std::int32_t stream() const noexcept { return stream_; }
 
   // Intrusive link, owned by whichever queue or TaskList holds the task (a task is in at most one).
   Task* next_ = nullptr;
+  // Owned by the executor holding the task (a stream executor keeps the epoch it issued the task at).
+  std::uint64_t executor_word_ = 0;
 
  protected:
   Executor* executor_ = nullptr;  // not owned: the engine owns executors and outlives its ops
   std::int32_t priority_ = 0;
+  std::uint32_t device_ = 0;
+  std::int32_t stream_ = -1;
+  StreamKind stream_kind_ = StreamKind::kCompute;
 };
 
 // An intrusive FIFO of tasks. Owned by one thread at a time; never allocates.
 class TaskList {
  public:
   [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
+  [[nodiscard]] Task* front() const noexcept { return head_; }
 
   void push_back(Task* task) noexcept {
     task->next_ = nullptr;
@@ -77,6 +113,33 @@ class ExecutorHost {
   // errors go to its variables.
   virtual void execute(Task& task, int worker, TaskList& ready) noexcept = 0;
 
+  // --- For stream executors ---------------------------------------------------------------------------------------
+
+  // The tracker of completed epochs, where a stream executor registers its axes (start()) and reports completion
+  // (advance, fail). Lives until the executor's stop() has returned.
+  [[nodiscard]] virtual Tracker& tracker() noexcept = 0;
+
+  // The wait frontier of a task handed to submit(): the signals of its predecessors. Every entry on an axis that the
+  // task's executor does not own has completed. Valid until the task is issued or skipped.
+  [[nodiscard]] virtual const WaitFrontier& requirement(const Task& task) const noexcept = 0;
+
+  // Issues `task` on the stream `where` (which must stay valid during the call): runs its function with
+  // RunContext::stream = &where (it enqueues the device work), then releases its variables with `signal` (the stream's
+  // axis and the epoch of this op on it), appending the tasks that made ready to `ready`. Returns true when it did; the
+  // caller must then record the epoch's event and report complete_issued() once the device has run it. Returns false
+  // when the op was skipped instead (an input carries an error): it is then finished, and the epoch is not used. An
+  // exception from the function becomes the op's error (attached to what it mutates); the op still counts as issued.
+  [[nodiscard]] virtual bool issue(Task& task, const StreamPlacement& where, FrontierEntry signal,
+                                   TaskList& ready) noexcept = 0;
+
+  // Finishes `task` without running it, with `error` as its input error (its stream or a stream it depends on failed,
+  // or it names no stream of the executor). Appends the tasks made ready to `ready`.
+  virtual void skip(Task& task, std::exception_ptr error, TaskList& ready) noexcept = 0;
+
+  // Reports that the device has finished `task`, issued earlier: `error` is null or the backend's error for it, which
+  // becomes an error of the op (reported by WaitForAll, and by waits on the variables it mutates). Retires the op.
+  virtual void complete_issued(Task& task, std::exception_ptr error) noexcept = 0;
+
  protected:
   ~ExecutorHost() = default;
 };
@@ -103,6 +166,15 @@ class Executor {
 
   // Called once by the engine when no op is in flight and none will be pushed again: release threads.
   virtual void stop() noexcept = 0;
+
+  // True for stream executors: ops are issued (released at issue with a signal) and complete later, on the device.
+  // Such an executor takes only synchronous pushes (an asynchronous op completes on its own terms, not the stream's).
+  [[nodiscard]] virtual bool issues_ahead() const noexcept { return false; }
+  // Whether `axis` is one of this executor's streams, which it can make another of its streams wait for without the
+  // host. Entries of a wait frontier on other axes must complete before the op is handed over.
+  [[nodiscard]] virtual bool owns_axis(Axis /*axis*/) const noexcept { return false; }
+  // How many axes the executor registered in start().
+  [[nodiscard]] virtual std::size_t axis_count() const noexcept { return 0; }
 };
 
 // Routes the tasks in `ready`: submits every task that belongs to another executor, and every task of `self` but one,

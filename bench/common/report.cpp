@@ -1,6 +1,7 @@
 #include "bench/common/report.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <stdexcept>
@@ -45,7 +46,9 @@ double median(std::vector<double> samples) {
 void print_table(const std::vector<Record>& records) {
   std::printf("%-28s %-28s %7s %12s %5s\n", "workload", "system", "threads", "ns/op", "runs");
   for (const Record& r : records) {
-    std::printf("%-28s %-28s %7d %12.2f %5d\n", r.workload.c_str(), r.system.c_str(), r.threads, r.ns_per_op, r.runs);
+    std::printf("%-28s %-28s %7d %12.2f %5d", r.workload.c_str(), r.system.c_str(), r.threads, r.ns_per_op, r.runs);
+    for (const Metric& m : r.metrics) std::printf("  %s=%.4g", m.name.c_str(), m.value);
+    std::printf("\n");
   }
   std::fflush(stdout);
 }
@@ -70,8 +73,18 @@ void write_json(const std::string& path, const std::vector<Record>& records) {
     char ns[64];
     std::snprintf(ns, sizeof ns, "%.3f", r.ns_per_op);
     out << "  {\"workload\": " << json_string(r.workload) << ", \"system\": " << json_string(r.system)
-        << ", \"threads\": " << r.threads << ", \"ns_per_op\": " << ns << ", \"runs\": " << r.runs << "}"
-        << (i + 1 < records.size() ? ",\n" : "\n");
+        << ", \"threads\": " << r.threads << ", \"ns_per_op\": " << ns << ", \"runs\": " << r.runs;
+    for (const Metric& m : r.metrics) {
+      // JSON has no NaN or infinity: a metric that came out so is a bug in its benchmark, not a figure.
+      if (!std::isfinite(m.value)) {
+        throw std::invalid_argument("benchmark metric '" + m.name + "' of " + r.workload + " / " + r.system +
+                                    " is not finite");
+      }
+      char value[64];
+      std::snprintf(value, sizeof value, "%.6g", m.value);
+      out << ", " << json_string(m.name) << ": " << value;
+    }
+    out << "}" << (i + 1 < records.size() ? ",\n" : "\n");
   }
   out << "]\n";
   if (!out) throw std::runtime_error("error while writing benchmark records to '" + path + "'");

@@ -60,6 +60,11 @@ std::uint32_t sort_and_fold(VarUse* uses, std::uint32_t count) noexcept {
   return distinct;
 }
 
+// The signal of an op that ran on the host: nothing to wait for (it completed after everything it waited for had).
+const VarSignal kNoSignal;
+
+static_assert(std::is_same_v<VarSignal, WaitFrontier>, "an op's wait frontier is made of its variables' signals");
+
 void recycle_record(OpRecord* op) noexcept {
   op->fn.reset();
   op->error = nullptr;
@@ -70,17 +75,35 @@ void recycle_record(OpRecord* op) noexcept {
 
 }  // namespace
 
+ParkWaiter::ParkWaiter(OpRecord* owner) noexcept : TrackerWaiter(&EngineCore::unparked), op(owner) {}
+
 EngineCore::EngineCore(EngineOptions options)
     : id_(g_next_engine_id.fetch_add(1, std::memory_order_relaxed)),  // relaxed: only uniqueness matters
       max_in_flight_(options.max_in_flight),
       low_water_(options.max_in_flight * 3 / 4),
-      executors_(std::move(options.executors)) {
+      executors_(std::move(options.executors)),
+      tracker_(TrackerOptions{.max_axes = kMaxEngineAxes}) {
   if (executors_.empty()) throw Error("EngineOptions::executors is empty: an engine needs at least one executor");
   if (max_in_flight_ == 0) throw Error("EngineOptions::max_in_flight must be at least 1");
+  std::size_t axes = 0;
   for (const auto& executor : executors_) {
     if (executor == nullptr) throw Error("EngineOptions::executors holds a null executor");
+    axes += executor->axis_count();
+    has_streams_ = has_streams_ || executor->issues_ahead();
   }
+  if (axes > kMaxEngineAxes) {
+    throw Error("EngineOptions::executors have " + std::to_string(axes) +
+                " streams in all; an engine supports at most " + std::to_string(kMaxEngineAxes) +
+                " (the capacity of a wait frontier)");
+  }
+  internal_.start(*this);
   for (const auto& executor : executors_) executor->start(*this);
+}
+
+void EngineCore::InternalExecutor::submit(Task& task) noexcept {
+  TaskList ready;
+  host_->execute(task, -1, ready);
+  while (Task* next = ready.pop_front()) next->executor()->submit(*next);
 }
 
 EngineCore::~EngineCore() = default;
@@ -155,8 +178,15 @@ std::uint64_t EngineCore::version(Var var) const { return checked_state(var, "Ve
 
 OpRecord* EngineCore::make_record(const PushOptions& options, bool async) {
   Executor* executor = &executor_at(options.context.executor);
+  if (async && executor->issues_ahead()) {
+    throw Error("PushAsync: context names executor " + std::to_string(options.context.executor) + " (" +
+                std::string(executor->name()) +
+                "), a stream executor, whose ops complete when their device work does; push with Push and enqueue "
+                "the work on RunContext::stream");
+  }
   OpRecord* op = RecordPool::acquire();
   op->prepare(this, executor, options.priority);
+  op->place(options.context.device, options.context.stream_kind, options.context.stream);
   op->name = options.name;
   op->async = async;
   op->no_skip = options.no_skip;
@@ -216,7 +246,14 @@ void EngineCore::submit_new(OpRecord* op, const char* api) {
     recycle_record(op);
     throw Error(std::string(api) + ": a variable of the op was deleted (DeleteVariable) and may not be used again");
   }
-  if (op->grant()) op->executor()->submit(*op);
+  if (!op->grant()) return;
+  if (!has_streams_) {
+    op->executor()->submit(*op);
+    return;
+  }
+  TaskList ready;
+  make_ready(op, ready);
+  if (Task* task = ready.pop_front()) task->executor()->submit(*task);
 }
 
 void EngineCore::abandon(OpRecord* op) noexcept { recycle_record(op); }
@@ -246,6 +283,7 @@ void EngineCore::delete_variable(Var var, OpFunction deleter, const PushOptions&
 // Pushes an engine-internal op that uses `var` alone, exclusively, without counting as a mutation.
 void EngineCore::push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn) {
   OpRecord* op = make_record(PushOptions{}, false);
+  op->prepare(this, &internal_, 0);
   op->no_skip = true;
   op->internal = true;
   op->reserve_uses(1);
@@ -257,19 +295,23 @@ void EngineCore::push_sync_op(VarState* var, std::uint32_t generation, OpFunctio
 
 // --- Run and complete ------------------------------------------------------------------------------------------
 
-void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
-  OpRecord* op = static_cast<OpRecord*>(&task);
+// Whether the op is to be skipped: it already has an error (from a failed stream it waited for), or, unless it is
+// no_skip, an input carries one (which becomes the op's).
+bool EngineCore::find_input_error(OpRecord* op) const noexcept {
   if (!op->no_skip) {
-    for (std::uint32_t i = 0; i < op->num_uses; ++i) {
+    for (std::uint32_t i = 0; i < op->num_uses && op->error == nullptr; ++i) {
       const std::exception_ptr& input_error = state_of(op->uses[i])->error;
-      if (input_error != nullptr) [[unlikely]] {
+      if (input_error != nullptr) [[unlikely]]
         op->error = input_error;
-        break;
-      }
     }
   }
-  if (op->error != nullptr) {  // skipped: the error passes on to what the op mutates
-    finish(op, ready);
+  return op->error != nullptr;
+}
+
+void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
+  OpRecord* op = static_cast<OpRecord*>(&task);
+  if (find_input_error(op)) {  // skipped: the error passes on to what the op mutates
+    finish(op, ready, skipped_signal(op));
     return;
   }
   const RunningScope running(this, &ready);
@@ -281,7 +323,7 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
       op->error = std::current_exception();
       note_error(op->error);
     }
-    finish(op, ready);
+    finish(op, ready, ran_signal());
     return;
   }
   // relaxed: the record is ours until the Completion below is handed to the function; the user passes that
@@ -307,7 +349,7 @@ void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
     note_error(op->error);
   }
   if (t_running.engine == this) {  // completed from inside an op's function: successors join that executor's list
-    complete_uses(op, *t_running.ready);
+    complete_uses(op, *t_running.ready, ran_signal());
     leave();
     release_hold(op);
     return;
@@ -319,7 +361,7 @@ void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
   // relaxed: the retire in leave() (seq_cst) publishes this increment to shutdown()'s seq_cst read of the counts.
   foreign_completers_.fetch_add(1, std::memory_order_relaxed);
   TaskList ready;
-  complete_uses(op, ready);
+  complete_uses(op, ready, ran_signal());
   leave();
   while (Task* task = ready.pop_front()) task->executor()->submit(*task);
   release_hold(op);  // op records are never freed (op_record.h), so this touches no engine memory
@@ -327,13 +369,20 @@ void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
   foreign_completers_.fetch_sub(1, std::memory_order_release);
 }
 
-void EngineCore::finish(OpRecord* op, TaskList& ready) noexcept {
-  complete_uses(op, ready);
+void EngineCore::finish(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept {
+  complete_uses(op, ready, signal);
   leave();
   recycle_record(op);
 }
 
-void EngineCore::complete_uses(OpRecord* op, TaskList& ready) noexcept {
+const VarSignal* EngineCore::ran_signal() const noexcept { return has_streams_ ? &kNoSignal : nullptr; }
+
+// A skipped op did not wait for its wait frontier, so its successors must: its signal passes the frontier on.
+const VarSignal* EngineCore::skipped_signal(const OpRecord* op) const noexcept {
+  return has_streams_ ? &op->requirement : nullptr;
+}
+
+void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept {
   ReadyList granted;
   for (std::uint32_t i = 0; i < op->num_uses; ++i) {
     VarUse& use = op->uses[i];
@@ -343,10 +392,110 @@ void EngineCore::complete_uses(OpRecord* op, TaskList& ready) noexcept {
       std::lock_guard lock(errors_mutex_);
       poisoned_.push_back(Var(var, id_, use.tag));
     }
-    var->complete(use, granted);
+    var->complete(use, signal, granted);
   }
   if (op->deletes_var) recycle_var(state_of(op->uses[0]));
-  while (OpNode* node = granted.pop_front()) ready.push_back(static_cast<OpRecord*>(node));
+  if (!has_streams_) {
+    while (OpNode* node = granted.pop_front()) ready.push_back(static_cast<OpRecord*>(node));
+    return;
+  }
+  while (OpNode* node = granted.pop_front()) make_ready(static_cast<OpRecord*>(node), ready);
+}
+
+// --- Streams: wait frontiers, parking, issue and completion ----------------------------------------------------
+
+// An op whose last grant has arrived: builds its wait frontier and hands it on (to `ready`), or parks it on the
+// tracker when its executor cannot wait for an entry that has not completed.
+void EngineCore::make_ready(OpRecord* op, TaskList& ready) noexcept {
+  op->requirement.clear();
+  for (std::uint32_t i = 0; i < op->num_uses; ++i) op->uses[i].var->merge_wait_signal(op->uses[i], op->requirement);
+  const Executor* executor = op->executor();
+  for (const FrontierEntry& entry : op->requirement) {
+    if (!executor->owns_axis(entry.axis) && tracker_.completed(entry.axis) < entry.epoch) {
+      park(op);
+      return;
+    }
+  }
+  ready.push_back(op);
+}
+
+// Parks `op` until its whole wait frontier has completed (a stream op waits for its own executor's entries too: rare,
+// and only conservative). The waiter's callback hands it to its executor, possibly on this thread before park returns.
+void EngineCore::park(OpRecord* op) noexcept {
+  try {
+    tracker_.wait_async(op->waiter, op->requirement);
+  } catch (...) {  // not reachable: the frontier is untainted and its axes are registered; fail the op, never lose it
+    unparked(op->waiter, std::current_exception());
+  }
+}
+
+void EngineCore::unparked(TrackerWaiter& waiter, std::exception_ptr error) noexcept {
+  OpRecord* op = static_cast<ParkWaiter&>(waiter).op;
+  if (error != nullptr) op->engine->take_input_error(op, error);
+  op->executor()->submit(*op);
+}
+
+// A stream the op waited for failed. The op holds every grant, so the variables it uses exclusively take the error
+// (a WaitForVar finds it there); the op itself is skipped unless it is no_skip.
+void EngineCore::take_input_error(OpRecord* op, const std::exception_ptr& error) noexcept {
+  for (std::uint32_t i = 0; i < op->num_uses; ++i) {
+    const VarUse& use = op->uses[i];
+    VarState* var = state_of(use);
+    if (use.access != Access::kRead && var->error == nullptr && !op->deletes_var) {
+      var->error = error;
+      if (op->internal) continue;  // a wait or a clearing op: it takes the error from the variable itself
+      std::lock_guard lock(errors_mutex_);
+      poisoned_.push_back(Var(var, id_, use.tag));
+    }
+  }
+  if (!op->no_skip && op->error == nullptr) op->error = error;
+}
+
+bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry signal, TaskList& ready) noexcept {
+  OpRecord* op = static_cast<OpRecord*>(&task);
+  if (find_input_error(op)) {
+    finish(op, ready, skipped_signal(op));
+    return false;
+  }
+  {
+    const RunningScope running(this, &ready);
+    RunContext ctx{op->name, -1, op->executor()};
+    ctx.stream = &where;
+    try {
+      op->fn(ctx, nullptr);
+    } catch (...) {  // the op failed while issuing: its error, attached to what it mutates; its work may be enqueued
+      op->error = std::current_exception();
+      note_error(op->error);
+    }
+  }
+  VarSignal issued;
+  issued.insert_or_raise(signal.axis, signal.epoch);
+  complete_uses(op, ready, &issued);
+  return true;
+}
+
+void EngineCore::skip(Task& task, std::exception_ptr error, TaskList& ready) noexcept {
+  OpRecord* op = static_cast<OpRecord*>(&task);
+  note_error(error);  // a new error (bad placement), or the failed stream's, already noted (the first one stays)
+  if (op->error == nullptr) op->error = std::move(error);
+  finish(op, ready, skipped_signal(op));
+}
+
+void EngineCore::complete_issued(Task& task, std::exception_ptr error) noexcept {
+  OpRecord* op = static_cast<OpRecord*>(&task);
+  if (error != nullptr) {
+    // The variables it mutates were released at issue and may be in use, so the error is not attached to them here:
+    // it reaches their later users through the failed axis on the tracker (take_input_error). Recorded for
+    // WaitForAll, whose clearing op on each of them then finds it the same way.
+    note_error(error);
+    std::lock_guard lock(errors_mutex_);
+    for (std::uint32_t i = 0; i < op->num_uses; ++i) {
+      const VarUse& use = op->uses[i];
+      if (use.access == Access::kWrite && !op->deletes_var) poisoned_.push_back(Var(state_of(use), id_, use.tag));
+    }
+  }
+  leave();
+  recycle_record(op);
 }
 
 void EngineCore::release_hold(OpRecord* op) noexcept {

@@ -7,6 +7,11 @@
 // Run:     an executor calls execute(): skip if an input carries an error, else call the function; then complete.
 // Complete: attach the op's error to the variables it mutates -> complete each use in its queue (granting
 //          successors into the caller's ready list) -> retire (in-flight count) -> recycle the record.
+// Streams: an engine with a stream executor also carries signals (DESIGN.md section 3). When an op's last grant
+//          arrives, make_ready() builds its wait frontier from its variables' signals; an op whose executor cannot
+//          wait for an entry on the device (every entry, for a CPU executor) is parked on the tracker until that
+//          entry has completed. A stream op is released at issue() with its (axis, epoch) signal and retired at
+//          complete_issued(); a CPU op releases with no signal (it ran after everything it waited for completed).
 //
 // Thread safety: all public members from any thread; shutdown() once, from the owner, with no op running.
 #pragma once
@@ -24,6 +29,7 @@
 #include "engine/detail/op_function.h"
 #include "engine/detail/op_record.h"
 #include "engine/engine.h"
+#include "engine/frontier/tracker.h"
 #include "engine/var_queue/var_queue.h"
 
 namespace depengine::detail {
@@ -68,6 +74,14 @@ class EngineCore final : public ExecutorHost {
 
   // ExecutorHost.
   void execute(Task& task, int worker, TaskList& ready) noexcept override;
+  [[nodiscard]] Tracker& tracker() noexcept override { return tracker_; }
+  [[nodiscard]] const WaitFrontier& requirement(const Task& task) const noexcept override {
+    return static_cast<const OpRecord&>(task).requirement;
+  }
+  [[nodiscard]] bool issue(Task& task, const StreamPlacement& where, FrontierEntry signal,
+                           TaskList& ready) noexcept override;
+  void skip(Task& task, std::exception_ptr error, TaskList& ready) noexcept override;
+  void complete_issued(Task& task, std::exception_ptr error) noexcept override;
 
   // Completes async op `op` on behalf of a Completion that has already claimed the op's ticket.
   void complete_async(OpRecord* op, std::exception_ptr error);
@@ -79,8 +93,16 @@ class EngineCore final : public ExecutorHost {
   void submit_new(OpRecord* op, const char* api);
   void push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn);
 
-  void finish(OpRecord* op, TaskList& ready) noexcept;
-  void complete_uses(OpRecord* op, TaskList& ready) noexcept;
+  [[nodiscard]] bool find_input_error(OpRecord* op) const noexcept;
+  void finish(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept;
+  void complete_uses(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept;
+  [[nodiscard]] const VarSignal* ran_signal() const noexcept;
+  [[nodiscard]] const VarSignal* skipped_signal(const OpRecord* op) const noexcept;
+  void make_ready(OpRecord* op, TaskList& ready) noexcept;
+  void park(OpRecord* op) noexcept;
+  void take_input_error(OpRecord* op, const std::exception_ptr& error) noexcept;
+  static void unparked(TrackerWaiter& waiter, std::exception_ptr error) noexcept;
+  friend struct ParkWaiter;
   void release_hold(OpRecord* op) noexcept;
   void recycle_var(VarState* var) noexcept;
   void note_error(const std::exception_ptr& error) noexcept;
@@ -91,11 +113,29 @@ class EngineCore final : public ExecutorHost {
   void wait_in_flight_at_most(std::size_t level);
   void forbid_inside_op(const char* api) const;
 
+  // Runs engine-internal ops (waits, error clearing) on the thread that makes them ready. They are tiny, and they
+  // must run on the host even when the default executor is a stream executor.
+  class InternalExecutor final : public Executor {
+   public:
+    [[nodiscard]] std::string_view name() const noexcept override { return "internal"; }
+    void start(ExecutorHost& host) override { host_ = &host; }
+    void submit(Task& task) noexcept override;
+    [[nodiscard]] bool try_help() noexcept override { return false; }
+    void stop() noexcept override {}
+
+   private:
+    ExecutorHost* host_ = nullptr;
+  };
+
   const std::uint32_t id_;  // never reused in the process (see Var)
   const std::size_t max_in_flight_;
   const std::size_t low_water_;  // a push held back by the bound resumes once in_flight_ falls to this
   std::vector<std::unique_ptr<Executor>> executors_;
-
+  InternalExecutor internal_;
+  // Completed epochs of every stream axis; stream executors register their axes in start(). Declared before nothing
+  // that outlives it: executors are stopped (shutdown) before the tracker is destroyed.
+  Tracker tracker_;
+  bool has_streams_ = false;  // an executor issues ahead: signals are carried and wait frontiers built
   // Variable table: stable addresses, recycled through a free list.
   std::mutex vars_mutex_;
   std::deque<VarState> vars_;      // guarded by vars_mutex_ (growth); elements are owned by their users meanwhile

@@ -29,6 +29,13 @@
 namespace depengine::detail {
 
 class EngineCore;
+struct OpRecord;
+
+// The tracker waiter that parks an op whose wait frontier has not completed (EngineCore::make_ready).
+struct ParkWaiter final : TrackerWaiter {
+  explicit ParkWaiter(OpRecord* owner) noexcept;
+  OpRecord* op;  // the record this waiter is part of
+};
 
 struct OpRecord final : Task, OpNode {
   static constexpr std::uint32_t kInlineVars = 6;
@@ -42,8 +49,18 @@ struct OpRecord final : Task, OpNode {
     engine = owner;
     executor_ = runs_on;
     priority_ = urgency;
+    device_ = 0;
+    stream_ = -1;
+    stream_kind_ = StreamKind::kCompute;
     next_ = nullptr;
     ready_next_ = nullptr;
+    requirement.clear();
+  }
+
+  void place(std::uint32_t device, StreamKind kind, std::int32_t stream) noexcept {
+    device_ = device;
+    stream_kind_ = kind;
+    stream_ = stream;
   }
 
   // Room for `count` uses: the inline array, else the record's heap array, grown (the documented allocation) when it
@@ -86,6 +103,11 @@ struct OpRecord final : Task, OpNode {
   // Moves on by one at every completion of an async op; a Completion carries the value it expects, so a second call
   // (or a call on a record since reused) fails its compare-exchange instead of completing someone else's op.
   std::atomic<std::uint64_t> ticket{0};
+
+  // The op's wait frontier, built when its last grant arrives (engines with stream executors only): the signals of the
+  // uses it was granted. Read by its stream executor at issue, and by the tracker while the op is parked.
+  WaitFrontier requirement;
+  ParkWaiter waiter{this};
 
   std::unique_ptr<VarUse[]> heap_uses;
   std::size_t heap_capacity = 0;  // entries of heap_uses

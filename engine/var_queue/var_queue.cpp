@@ -30,8 +30,16 @@ void VarQueue::grant_front_reads(ReadyList& ready) noexcept {
   if (head_ == nullptr) tail_ = nullptr;
 }
 
-void VarQueue::complete(const VarUse& use, ReadyList& ready) noexcept {
+void VarQueue::complete(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept {
   lock_.lock();
+  if (signal != nullptr) {
+    if (use.access == Access::kRead) {
+      if (!signal->empty()) reads_signal_.merge(*signal);
+    } else {
+      write_signal_ = *signal;
+      reads_signal_.clear();
+    }
+  }
   if (use.access == Access::kRead) {
     assert(running_reads_ > 0 && "read completed twice");
     if (--running_reads_ == 0 && head_ != nullptr) grant(*head_, ready);

@@ -28,6 +28,17 @@
 // under lock_ and its wait counter carries that on (see op_node.h). So writes made by an op that mutates V are
 // visible to every op pushed later that reads or mutates V.
 //
+// Signals (DESIGN.md section 3). A stream op releases its uses when it is issued, long before its device work
+// completes, so each release may carry a signal: the (axis, epoch) entries that a later user must wait for on the
+// device or on the tracker. The queue keeps two, updated under lock_ by complete():
+//   - write_signal(): the signal of the last exclusive use (write or sync). Every later use must wait for it.
+//   - reads_signal(): the merged signals of the reads released since then. The next exclusive use waits for them too.
+// A read that is granted reads write_signal(); an exclusive use reads both (wait_signal() merges what applies). Both
+// reads happen after the grant without the lock: the signals change only when an exclusive use completes, which
+// cannot happen while an earlier-granted use is still outstanding, and the grant carries the writes to the reader.
+// An exclusive use that releases with an empty signal (a CPU op, which ran after everything it waited for had
+// completed) clears both. Signals are never written when an engine has no stream executor (complete() gets nullptr).
+//
 // Thread safety: lock()/append_locked() by pushing threads, complete() by completing threads, concurrently.
 // Cost: one spinlock acquisition per append and per completion, O(1) work plus one grant per op it releases.
 // No allocation.
@@ -36,10 +47,15 @@
 #include <atomic>
 #include <cstdint>
 
+#include "engine/frontier/frontier.h"
 #include "engine/var_queue/op_node.h"
 #include "support/spinlock.h"
 
 namespace depengine {
+
+// A variable's signals hold at most one entry per axis; the engine bounds its axes to this capacity (so merging
+// signals never overflows).
+using VarSignal = RequirementFrontier<16>;
 
 class VarQueue {
  public:
@@ -55,9 +71,17 @@ class VarQueue {
   // that grant completes its op's set, the op is appended to `ready`. Requires lock() held.
   void append_locked(VarUse& use, ReadyList& ready) noexcept;
 
-  // Records that `use` has completed: releases the ops it was holding back, appending those made ready to `ready`.
-  // Takes the lock. `use` must be granted and not yet completed.
-  void complete(const VarUse& use, ReadyList& ready) noexcept;
+  // Records that `use` has completed (or, for a stream op, been issued): releases the ops it was holding back,
+  // appending those made ready to `ready`. `signal` (null: none, the engine has no streams) is what later users must
+  // wait for (see Signals above). Takes the lock. `use` must be granted and not yet completed.
+  void complete(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;
+
+  // Merges into `out` what a granted `use` must wait for: write_signal(), and for an exclusive use reads_signal().
+  // Call only between the use's grant and its completion (see Signals above).
+  void merge_wait_signal(const VarUse& use, VarSignal& out) const noexcept {
+    if (!write_signal_.empty()) out.merge(write_signal_);
+    if (use.access != Access::kRead && !reads_signal_.empty()) out.merge(reads_signal_);
+  }
 
   // The number of completed mutations (Access::kWrite). Any thread. Exact when read by an op that uses the variable
   // (nothing can complete a mutation concurrently); otherwise a value it had at some point during the call.
@@ -75,6 +99,8 @@ class VarQueue {
     // relaxed: the queue is quiescent; whoever receives it next is handed it through the engine's variable-table
     // mutex, which orders this store before their first use.
     version_.store(0, std::memory_order_relaxed);
+    write_signal_.clear();
+    reads_signal_.clear();
   }
 
  private:
@@ -88,6 +114,9 @@ class VarQueue {
   VarUse* head_ = nullptr;          // first waiting use; if non-null it is a write or sync use
   VarUse* tail_ = nullptr;
   std::atomic<std::uint64_t> version_{0};  // written under lock_, read lock-free
+  // See Signals above: written under lock_ by complete(), read by granted users.
+  VarSignal write_signal_;
+  VarSignal reads_signal_;
 };
 
 }  // namespace depengine

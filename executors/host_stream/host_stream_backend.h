@@ -85,6 +85,7 @@ class HostStreamBackend final : public StreamBackend {
   void wait(StreamHandle stream, EventHandle event) override;
   void notify(StreamHandle stream, NotifyFn fn, void* context) override;
   [[nodiscard]] bool try_query(EventHandle event) override;
+  [[nodiscard]] bool cheap_notifications() const noexcept override { return true; }
 
   [[nodiscard]] void* allocate(int device, std::size_t bytes) override;
   void deallocate(int device, void* pointer) noexcept override;

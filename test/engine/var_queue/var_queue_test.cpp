@@ -52,7 +52,7 @@ struct TestOp : OpNode {
 // Completes `use` and returns the ops it made ready, in the order the queue listed them.
 std::vector<OpNode*> complete(const VarUse& use) {
   ReadyList ready;
-  use.var->complete(use, ready);
+  use.var->complete(use, nullptr, ready);
   std::vector<OpNode*> ops;
   while (OpNode* op = ready.pop_front()) ops.push_back(op);
   return ops;
@@ -63,6 +63,62 @@ bool idle(VarQueue& queue) {
   const bool result = queue.idle_locked();
   queue.unlock();
   return result;
+}
+
+// Completes `use` with `signal` (what later users must wait for).
+void complete_with(const VarUse& use, const VarSignal& signal) {
+  ReadyList ready;
+  use.var->complete(use, &signal, ready);
+  while (ready.pop_front() != nullptr) {
+  }
+}
+
+VarSignal wait_signal_of(const VarUse& use) {
+  VarSignal out;
+  use.var->merge_wait_signal(use, out);
+  return out;
+}
+
+TEST_CASE("VarQueue signals: readers wait for the last write, a writer for it and every read since", "[var_queue]") {
+  const Axis a = Axis::make(0, 0, AxisDomain::kQueue, 901);
+  const Axis b = Axis::make(0, 0, AxisDomain::kQueue, 902);
+  const Axis c = Axis::make(0, 0, AxisDomain::kQueue, 903);
+  VarQueue q;
+  TestOp w1{{&q, Access::kWrite}}, r1{{&q, Access::kRead}}, r2{{&q, Access::kRead}}, w2{{&q, Access::kWrite}},
+      r3{{&q, Access::kRead}}, w3{{&q, Access::kWrite}}, r4{{&q, Access::kRead}};
+  REQUIRE(w1.push());
+  CHECK(wait_signal_of(w1.uses[0]).empty());  // nothing released yet
+  r1.push();
+  r2.push();
+  w2.push();
+  complete_with(w1.uses[0], VarSignal{{a, 4}});  // w1 issued on stream a at epoch 4
+  CHECK(wait_signal_of(r1.uses[0]) == VarSignal{{a, 4}});
+  complete_with(r1.uses[0], VarSignal{{b, 2}});
+  complete_with(r2.uses[0], VarSignal{{c, 7}});
+  // The writer waits for the write before it and for both reads (write-after-read on the device).
+  CHECK(wait_signal_of(w2.uses[0]) == VarSignal{{a, 4}, {b, 2}, {c, 7}});
+  r3.push();
+  w3.push();
+  complete_with(w2.uses[0], VarSignal{{b, 3}});  // the reads before w2 are forgotten: w2 waited for them
+  CHECK(wait_signal_of(r3.uses[0]) == VarSignal{{b, 3}});
+  complete_with(r3.uses[0], VarSignal{});  // a CPU read: it ran after everything it needed had completed
+  CHECK(wait_signal_of(w3.uses[0]) == VarSignal{{b, 3}});
+  r4.push();
+  complete_with(w3.uses[0], VarSignal{});  // a CPU write clears both signals
+  CHECK(wait_signal_of(r4.uses[0]).empty());
+  complete_with(r4.uses[0], VarSignal{});
+  CHECK(idle(q));
+}
+
+TEST_CASE("VarQueue: a recycled idle queue forgets its signals", "[var_queue]") {
+  VarQueue q;
+  TestOp w{{&q, Access::kWrite}}, r{{&q, Access::kRead}};
+  REQUIRE(w.push());
+  complete_with(w.uses[0], VarSignal{{Axis::make(0, 0, AxisDomain::kQueue, 904), 1}});
+  q.reset_idle();
+  REQUIRE(r.push());
+  CHECK(wait_signal_of(r.uses[0]).empty());
+  complete_with(r.uses[0], VarSignal{});
 }
 
 TEST_CASE("VarQueue: reads run together; a write waits for every earlier read", "[var_queue]") {
@@ -254,7 +310,7 @@ TEST_CASE("VarQueue from many threads: exclusive writes, shared reads, no deadlo
       }
       for (const VarUse& use : op.uses) {
         ReadyList ready;
-        use.var->complete(use, ready);
+        use.var->complete(use, nullptr, ready);
         while (OpNode* next = ready.pop_front()) {
           // release: pairs with the owner's acquire; after this store the owner may destroy the op.
           static_cast<TestOp*>(next)->granted.store(true, std::memory_order_release);

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <cstdlib>
 #include <deque>
 #include <functional>
 #include <mutex>
@@ -53,7 +54,15 @@ class FakeHost final : public ExecutorHost {
 
   [[nodiscard]] int max_running() const noexcept { return max_running_.load(std::memory_order_relaxed); }
 
+  // The stream-executor half of the host: a CPU executor never calls it (these abort the test if it does).
+  [[nodiscard]] Tracker& tracker() noexcept override { return tracker_; }
+  [[nodiscard]] const WaitFrontier& requirement(const Task&) const noexcept override { std::abort(); }
+  [[nodiscard]] bool issue(Task&, const StreamPlacement&, FrontierEntry, TaskList&) noexcept override { std::abort(); }
+  void skip(Task&, std::exception_ptr, TaskList&) noexcept override { std::abort(); }
+  void complete_issued(Task&, std::exception_ptr) noexcept override { std::abort(); }
+
  private:
+  Tracker tracker_;
   std::atomic<int> running_{0};
   std::atomic<int> max_running_{0};
 };

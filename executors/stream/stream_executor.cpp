@@ -1,0 +1,551 @@
+#include "executors/stream/stream_executor.h"
+
+#include <algorithm>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <stdexcept>
+#include <thread>
+#include <utility>
+
+namespace depengine {
+
+// The event recorded on a stream after the op of `epoch`, and what the stream knew then (its knowledge frontier,
+// including (its axis, epoch)). Owned by the issuing thread.
+struct StreamExecutor::EventSlot {
+  EventHandle event;
+  std::uint64_t epoch = 0;  // 0: never recorded
+  KnowledgeFrontier<kMaxEngineAxes> knowledge;
+};
+
+struct StreamExecutor::Stream {
+  // Immutable after construction (start() sets `tracked` before any submit).
+  StreamExecutor* owner = nullptr;
+  StreamHandle handle;
+  void* native = nullptr;
+  std::uint32_t device = 0;
+  StreamKind kind = StreamKind::kCompute;
+  std::uint32_t index = 0;
+  Axis axis{};
+  TrackedAxis tracked;
+
+  // Owned by the issuing thread (one at a time: see submit()).
+  std::uint64_t issued = 0;                     // epoch of the last op issued
+  KnowledgeFrontier<kMaxEngineAxes> knowledge;  // what work enqueued on the stream from now on may assume done
+  std::array<EventSlot, kEventRing> ring;
+
+  // Completion: shared by the issuing thread and the io thread.
+  std::mutex mutex;
+  TaskList in_flight;              // issued ops not yet retired, in epoch order; guarded by mutex
+  std::uint64_t visible = 0;       // the last epoch whose event is enqueued; guarded by mutex
+  std::uint64_t notify_epoch = 0;  // what the notification in flight covers; guarded by mutex
+  bool notifying = false;          // a notification is in flight; guarded by mutex
+  std::exception_ptr error;        // the failure, once failed; guarded by mutex
+  // Set (release) once `error` is; the issuing thread reads it (acquire) before taking the mutex for the error.
+  std::atomic<bool> failed{false};
+
+  // Statistics: relaxed counters, each written by one thread (issuing or io) at a time.
+  std::atomic<std::uint64_t> ops_issued{0};
+  std::atomic<std::uint64_t> waits_issued{0};
+  std::atomic<std::uint64_t> waits_elided{0};
+  std::atomic<std::uint64_t> waits_complete{0};
+  std::atomic<std::uint64_t> notifications{0};
+  std::atomic<std::uint64_t> event_queries{0};
+
+  [[nodiscard]] std::exception_ptr failure() {
+    std::lock_guard lock(mutex);
+    return error;
+  }
+};
+
+struct StreamExecutor::Io {
+  boost::asio::io_context context{1};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard{context.get_executor()};
+  boost::asio::steady_timer timer{context};  // kPoll: the slow poll's interval
+  std::thread thread;
+};
+
+namespace {
+
+void bump(std::atomic<std::uint64_t>& counter, std::uint64_t by = 1) noexcept {
+  // relaxed: a statistic (see StreamStats).
+  counter.fetch_add(by, std::memory_order_relaxed);
+}
+
+std::uint64_t read(const std::atomic<std::uint64_t>& counter) noexcept {
+  return counter.load(std::memory_order_relaxed);  // relaxed: a statistic
+}
+
+}  // namespace
+
+StreamExecutor::StreamExecutor(std::unique_ptr<StreamBackend> backend, StreamExecutorOptions options)
+    : backend_(std::move(backend)), name_(std::move(options.name)) {
+  if (backend_ == nullptr) throw std::invalid_argument("StreamExecutor: null backend");
+  const int available = backend_->device_count();
+  if (available == 0) {
+    throw StreamError(backend_->name(), "StreamExecutor", StreamError::kNoDevice, backend_->status());
+  }
+  if (options.devices == 0 || options.devices < -1 || options.devices > available) {
+    throw StreamError(backend_->name(), "StreamExecutor", StreamError::kBadDevice,
+                      "StreamExecutorOptions::devices is " + std::to_string(options.devices) + " but the backend has " +
+                          std::to_string(available) + " device(s)");
+  }
+  if (options.compute_streams == 0 && options.copy_streams == 0) {
+    throw std::invalid_argument("StreamExecutorOptions: at least one compute or copy stream per device is needed");
+  }
+  devices_ = static_cast<std::uint32_t>(options.devices == -1 ? available : options.devices);
+  completion_ = options.completion;
+  if (completion_ == StreamCompletion::kAuto) {
+    completion_ = backend_->cheap_notifications() ? StreamCompletion::kNotify : StreamCompletion::kPoll;
+  }
+  compute_streams_ = options.compute_streams;
+  copy_streams_ = options.copy_streams;
+  const AxisAllocator axes;
+  try {
+    for (std::uint32_t device = 0; device < devices_; ++device) {
+      for (const StreamKind kind : {StreamKind::kCompute, StreamKind::kCopy}) {
+        for (std::uint32_t index = 0; index < streams(kind); ++index) {
+          auto stream = std::make_unique<Stream>();
+          stream->owner = this;
+          stream->device = device;
+          stream->kind = kind;
+          stream->index = index;
+          stream->axis = axes.allocate(AxisDomain::kQueue);
+          stream->handle = backend_->create_stream(static_cast<int>(device), kind);
+          Stream& s = *streams_.emplace_back(std::move(stream));
+          s.native = backend_->native_handle(s.handle);
+          for (EventSlot& slot : s.ring) slot.event = backend_->create_event(static_cast<int>(device));
+        }
+      }
+    }
+  } catch (...) {
+    for (const auto& s : streams_) {
+      for (EventSlot& slot : s->ring) backend_->destroy_event(slot.event);
+      backend_->destroy_stream(s->handle);
+    }
+    throw;
+  }
+}
+
+StreamExecutor::~StreamExecutor() {
+  stop();
+  for (const auto& s : streams_) {
+    backend_->destroy_stream(s->handle);  // waits for its enqueued work and notifications
+    for (EventSlot& slot : s->ring) backend_->destroy_event(slot.event);
+  }
+  // Only now: a notification may still be inside post() (after its handler has already run on the io thread) until
+  // destroy_stream has returned.
+  io_.reset();
+}
+
+void StreamExecutor::start(ExecutorHost& host) {
+  host_ = &host;
+  for (const auto& s : streams_) s->tracked = host.tracker().register_axis(s->axis);
+  io_ = std::make_unique<Io>();
+  io_->thread = std::thread([io = io_.get()] { io->context.run(); });
+}
+
+void StreamExecutor::stop() noexcept {
+  if (io_ == nullptr || !io_->thread.joinable()) return;
+  // Every op has retired, so every notification has been handled; run() returns once the last handler has. The
+  // io_context itself stays until the destructor (see there).
+  io_->guard.reset();
+  io_->thread.join();
+}
+
+// --- Lookup ----------------------------------------------------------------------------------------------------
+
+StreamExecutor::Stream* StreamExecutor::find(Axis axis) const noexcept {
+  for (const auto& s : streams_) {
+    if (s->axis == axis) return s.get();
+  }
+  return nullptr;
+}
+
+StreamExecutor::Stream* StreamExecutor::stream_at(std::uint32_t device, StreamKind kind,
+                                                  std::uint32_t index) const noexcept {
+  if (device >= devices_ || index >= streams(kind)) return nullptr;
+  const std::size_t base = std::size_t{device} * (compute_streams_ + copy_streams_);
+  return streams_[base + (kind == StreamKind::kCompute ? 0 : compute_streams_) + index].get();
+}
+
+Axis StreamExecutor::axis(std::uint32_t device, StreamKind kind, std::uint32_t index) const {
+  const Stream* s = stream_at(device, kind, index);
+  if (s == nullptr) throw std::out_of_range("StreamExecutor::axis: no such stream");
+  return s->axis;
+}
+
+StreamStats StreamExecutor::stats(std::uint32_t device, StreamKind kind, std::uint32_t index) const {
+  Stream* s = stream_at(device, kind, index);
+  if (s == nullptr) throw std::out_of_range("StreamExecutor::stats: no such stream");
+  return StreamStats{read(s->ops_issued),
+                     read(s->waits_issued),
+                     read(s->waits_elided),
+                     read(s->waits_complete),
+                     read(s->notifications),
+                     read(s->event_queries),
+                     0};
+}
+
+StreamStats StreamExecutor::stats() const noexcept {
+  StreamStats sum;
+  for (const auto& s : streams_) {
+    sum.ops_issued += read(s->ops_issued);
+    sum.waits_issued += read(s->waits_issued);
+    sum.waits_elided += read(s->waits_elided);
+    sum.waits_complete += read(s->waits_complete);
+    sum.notifications += read(s->notifications);
+    sum.event_queries += read(s->event_queries);
+  }
+  sum.host_synchronizations = backend_->host_synchronizations();
+  return sum;
+}
+
+// --- Issue -----------------------------------------------------------------------------------------------------
+
+void StreamExecutor::submit(Task& task) noexcept {
+  {
+    std::lock_guard lock(queue_mutex_);
+    queue_.push_back(&task);
+    if (draining_) return;  // the draining thread issues it, after what it is issuing now
+    draining_ = true;
+  }
+  for (;;) {
+    Task* next = nullptr;
+    {
+      std::lock_guard lock(queue_mutex_);
+      next = queue_.pop_front();
+      if (next == nullptr) {
+        draining_ = false;
+        return;
+      }
+    }
+    issue_one(*next);
+  }
+}
+
+// The stream for `task` (see "Streams and contexts" in the header), or null with `error` set.
+StreamExecutor::Stream* StreamExecutor::choose(const Task& task, const WaitFrontier& need,
+                                               std::exception_ptr& error) const {
+  const StreamKind kind = task.stream_kind();
+  const std::uint32_t count = streams(kind);
+  if (task.device() >= devices_ || count == 0 ||
+      (task.stream() >= 0 && static_cast<std::uint32_t>(task.stream()) >= count)) {
+    const std::string stream = task.stream() >= 0 ? "stream " + std::to_string(task.stream()) + " of kind " : "kind ";
+    error = std::make_exception_ptr(StreamError(
+        backend_->name(), "StreamExecutor", StreamError::kBadDevice,
+        "an op's context names device " + std::to_string(task.device()) + ", " + stream + std::string(to_string(kind)) +
+            ", but executor '" + name_ + "' has " + std::to_string(devices_) + " device(s) with " +
+            std::to_string(count) + " " + std::string(to_string(kind)) + " stream(s) each"));
+    return nullptr;
+  }
+  if (task.stream() >= 0) return stream_at(task.device(), kind, static_cast<std::uint32_t>(task.stream()));
+  Stream* best = nullptr;
+  bool best_free = false;
+  std::size_t best_known = 0;
+  std::uint64_t best_load = 0;
+  for (std::uint32_t index = 0; index < count; ++index) {
+    Stream* s = stream_at(task.device(), kind, index);
+    // acquire: pairs with the release in fail_stream(); a failed stream is a last resort.
+    if (s->failed.load(std::memory_order_acquire)) continue;
+    const std::uint64_t done = host_->tracker().completed(s->tracked);
+    const bool free = s->issued <= need.epoch(s->axis) || done >= s->issued;  // depended on, or idle
+    std::size_t known = 0;
+    for (const FrontierEntry& entry : need) known += s->knowledge.epoch(entry.axis) >= entry.epoch ? 1 : 0;
+    const std::uint64_t load = s->issued > done ? s->issued - done : 0;
+    const bool better = best == nullptr || (free && !best_free) ||
+                        (free == best_free && (known > best_known || (known == best_known && load < best_load)));
+    if (better) {
+      best = s;
+      best_free = free;
+      best_known = known;
+      best_load = load;
+    }
+  }
+  return best != nullptr ? best : stream_at(task.device(), kind, 0);  // all failed: the op fails on stream 0
+}
+
+void StreamExecutor::issue_waits(Stream& stream, const WaitFrontier& need) {
+  struct Pending {
+    Stream* source;
+    std::uint64_t epoch;
+    const EventSlot* slot;
+  };
+  std::array<Pending, kMaxEngineAxes> pending;
+  std::size_t count = 0;
+  for (const FrontierEntry& entry : need) {
+    if (stream.knowledge.epoch(entry.axis) >= entry.epoch) {
+      bump(stream.waits_elided);
+      continue;
+    }
+    Stream* source = find(entry.axis);
+    if (source == nullptr || host_->tracker().completed(source->tracked) >= entry.epoch) {
+      bump(stream.waits_complete);  // another executor's entry: the engine handed the op over once it completed
+      continue;
+    }
+    pending[count++] = Pending{source, entry.epoch, &source->ring[entry.epoch % kEventRing]};
+  }
+  // Visit the waits whose events know most first: waiting on them may imply the others.
+  std::sort(pending.begin(), pending.begin() + count,
+            [](const Pending& a, const Pending& b) { return a.slot->knowledge.size() > b.slot->knowledge.size(); });
+  for (std::size_t i = 0; i < count; ++i) {
+    const Pending& wait = pending[i];
+    if (stream.knowledge.epoch(wait.source->axis) >= wait.epoch) {
+      bump(stream.waits_elided);
+      continue;
+    }
+    // The slot holds this epoch's record, or a later one of the same stream (which covers it). It cannot hold an
+    // earlier one: an epoch's event is recorded before the op's signal is released.
+    backend_->wait(stream.handle, wait.slot->event);
+    bump(stream.waits_issued);
+    stream.knowledge.merge(wait.slot->knowledge);
+  }
+}
+
+void StreamExecutor::issue_one(Task& task) noexcept {
+  TaskList ready;
+  const WaitFrontier& need = host_->requirement(task);
+  std::exception_ptr error;
+  Stream* stream = choose(task, need, error);
+  if (stream != nullptr && stream->failed.load(std::memory_order_acquire)) error = stream->failure();  // see choose
+  if (error == nullptr) {
+    for (const FrontierEntry& entry : need) {  // an input whose stream failed before producing it
+      Stream* source = find(entry.axis);
+      // acquire: as in choose().
+      if (source != nullptr && source->failed.load(std::memory_order_acquire) &&
+          host_->tracker().completed(source->tracked) < entry.epoch) {
+        error = source->failure();
+        break;
+      }
+    }
+  }
+  if (error != nullptr) {
+    host_->skip(task, std::move(error), ready);
+  } else {
+    Stream& s = *stream;
+    try {
+      issue_waits(s, need);
+    } catch (...) {  // a backend failure while enqueuing the waits: the stream is broken
+      fail_stream(s, std::current_exception());
+      host_->skip(task, s.failure(), ready);
+      while (Task* next = ready.pop_front()) next->executor()->submit(*next);
+      return;
+    }
+    s.knowledge.merge_satisfied(need);
+    const std::uint64_t epoch = s.issued + 1;
+    s.knowledge.insert_or_raise(s.axis, epoch);
+    const StreamPlacement where{backend_.get(), s.handle, s.native, s.device, s.kind, s.index, s.axis, epoch};
+    if (host_->issue(task, where, FrontierEntry{s.axis, epoch}, ready)) {
+      s.issued = epoch;
+      bump(s.ops_issued);
+      enqueue_completion(s, task);
+    }
+  }
+  // After the record: a successor on one of our streams may wait on this epoch's event.
+  while (Task* next = ready.pop_front()) next->executor()->submit(*next);
+}
+
+// Records the epoch's event and makes sure a notification will cover it.
+void StreamExecutor::enqueue_completion(Stream& s, Task& task) {
+  const std::uint64_t epoch = s.issued;
+  task.executor_word_ = epoch;
+  EventSlot& slot = s.ring[epoch % kEventRing];
+  try {
+    backend_->record(s.handle, slot.event);
+  } catch (...) {
+    fail_stream(s, std::current_exception());
+    host_->complete_issued(task, s.failure());
+    return;
+  }
+  slot.epoch = epoch;
+  slot.knowledge = s.knowledge;
+  if (completion_ == StreamCompletion::kPoll) {
+    {
+      std::lock_guard lock(s.mutex);
+      s.in_flight.push_back(&task);
+      s.visible = epoch;
+    }
+    // seq_cst: the issuer's half of the Dekker pair with poll() (see outstanding_).
+    outstanding_.fetch_add(1, std::memory_order_seq_cst);
+    start_polling();
+    return;
+  }
+  bool request = false;
+  {
+    std::lock_guard lock(s.mutex);
+    s.in_flight.push_back(&task);
+    s.visible = epoch;
+    if (!s.notifying) {
+      s.notifying = true;
+      s.notify_epoch = epoch;
+      request = true;
+    }
+  }
+  if (!request) return;
+  bump(s.notifications);
+  try {
+    backend_->notify(s.handle, &StreamExecutor::notified, &s);
+  } catch (...) {  // no notification will come: retire what it was to cover, with the error
+    fail_stream(s, std::current_exception());
+    on_notified(s, s.failure());
+  }
+}
+
+void StreamExecutor::fail_stream(Stream& s, const std::exception_ptr& error) noexcept {
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.error != nullptr) return;
+    s.error = error;
+  }
+  // release: pairs with the acquire loads in choose() and issue_one(), which then read `error` under the mutex.
+  s.failed.store(true, std::memory_order_release);
+}
+
+// --- Completion ------------------------------------------------------------------------------------------------
+
+// On a backend thread: hand the notification to the io thread (a notification must not call the backend).
+void StreamExecutor::notified(void* context, std::exception_ptr error) noexcept {
+  Stream* s = static_cast<Stream*>(context);
+  boost::asio::post(s->owner->io_->context, [s, error = std::move(error)] { s->owner->on_notified(*s, error); });
+}
+
+// On the io thread (or on the issuing thread when requesting a notification failed): retire what the notification
+// covers and request the next one if ops were issued since.
+void StreamExecutor::on_notified(Stream& s, const std::exception_ptr& error) noexcept {
+  if (error != nullptr) fail_stream(s, error);
+  TaskList done;
+  std::uint64_t covered = 0;
+  bool request = false;
+  {
+    std::lock_guard lock(s.mutex);
+    covered = s.notify_epoch;
+    while (s.in_flight.front() != nullptr && s.in_flight.front()->executor_word_ <= covered) {
+      done.push_back(s.in_flight.pop_front());
+    }
+    if (s.visible > covered && s.error == nullptr) {
+      s.notify_epoch = s.visible;
+      request = true;
+    } else if (s.visible > covered) {  // failed: nothing more will succeed; retire the rest with the error too
+      while (Task* task = s.in_flight.pop_front()) done.push_back(task);
+      s.notifying = false;
+    } else {
+      s.notifying = false;
+    }
+  }
+  retire(s, done, covered);
+  if (!request) return;
+  bump(s.notifications);
+  try {
+    backend_->notify(s.handle, &StreamExecutor::notified, &s);
+  } catch (...) {
+    fail_stream(s, std::current_exception());
+    on_notified(s, s.failure());
+  }
+}
+
+// Retires `done` (ops up to epoch `covered`, in order): advances the tracker, or fails the axis if the stream failed.
+void StreamExecutor::retire(Stream& s, TaskList& done, std::uint64_t covered) noexcept {
+  // acquire: pairs with the release in fail_stream().
+  const std::exception_ptr failure = s.failed.load(std::memory_order_acquire) ? s.failure() : nullptr;
+  if (failure == nullptr) {
+    host_->tracker().advance(s.tracked, covered);  // first: parked successors start while we retire
+    while (Task* task = done.pop_front()) host_->complete_issued(*task, nullptr);
+  } else {
+    // Errors first, so that a WaitForVar woken by the failed axis finds the error already noted.
+    while (Task* task = done.pop_front()) host_->complete_issued(*task, failure);
+    host_->tracker().fail(s.axis, failure);
+  }
+}
+
+// --- Completion by polling (kPoll) -----------------------------------------------------------------------------
+
+void StreamExecutor::start_polling() noexcept {
+  // seq_cst: the issuer's half of the Dekker pair (see outstanding_); exactly one claimant posts the poll.
+  if (polling_.exchange(true, std::memory_order_seq_cst)) return;
+  boost::asio::post(io_->context, [this] { poll(0); });
+}
+
+// Retires the ops of `s` whose events have completed, oldest first. Returns whether it retired any. Queries the
+// newest op's event first: when the stream has caught up (the common case for a short queue), one query retires all.
+bool StreamExecutor::poll_stream(Stream& s) noexcept {
+  TaskList done;
+  std::uint64_t covered = 0;
+  std::uint64_t newest = 0;
+  {
+    std::lock_guard lock(s.mutex);
+    if (s.in_flight.empty()) return false;
+    newest = s.visible;
+  }
+  bool newest_done = false;
+  try {
+    bump(s.event_queries);
+    newest_done = backend_->try_query(s.ring[newest % kEventRing].event);
+  } catch (...) {  // a failure: the walk below finds which ops it takes
+  }
+  for (;;) {
+    Task* front = nullptr;
+    {
+      std::lock_guard lock(s.mutex);
+      front = s.in_flight.front();
+    }
+    if (front == nullptr) break;
+    if (newest_done && front->executor_word_ <= newest) {
+      {
+        std::lock_guard lock(s.mutex);
+        done.push_back(s.in_flight.pop_front());
+      }
+      covered = front->executor_word_;
+      continue;
+    }
+    // The slot of the op's epoch holds its record or a later one of the same stream (complete implies this one is).
+    const EventSlot& slot = s.ring[front->executor_word_ % kEventRing];
+    bump(s.event_queries);
+    bool complete = false;
+    try {
+      complete = backend_->try_query(slot.event);
+    } catch (...) {  // the device failed: this op and everything after it on the stream fail
+      fail_stream(s, std::current_exception());
+      std::lock_guard lock(s.mutex);
+      while (Task* task = s.in_flight.pop_front()) done.push_back(task);
+      complete = false;
+    }
+    if (!complete) break;
+    {
+      std::lock_guard lock(s.mutex);
+      done.push_back(s.in_flight.pop_front());
+    }
+    covered = front->executor_word_;
+  }
+  if (done.empty()) return false;
+  std::uint64_t count = 0;
+  for (Task* task = done.front(); task != nullptr; task = task->next_) ++count;
+  if (covered == 0) covered = host_->tracker().completed(s.tracked);  // failed before anything completed
+  retire(s, done, covered);
+  // relaxed: the count only decides whether to keep polling; the Dekker pair is closed with seq_cst in poll().
+  outstanding_.fetch_sub(count, std::memory_order_relaxed);
+  return true;
+}
+
+// One round over every stream; then again at once if anything completed, later if nothing did, or not at all when
+// nothing is in flight.
+void StreamExecutor::poll(int idle_rounds) noexcept {
+  bool progress = false;
+  for (const auto& s : streams_) progress = poll_stream(*s) || progress;
+  // seq_cst: the poller's half of the Dekker pair (see outstanding_).
+  if (outstanding_.load(std::memory_order_seq_cst) == 0) {
+    polling_.store(false, std::memory_order_seq_cst);
+    if (outstanding_.load(std::memory_order_seq_cst) == 0 || polling_.exchange(true, std::memory_order_seq_cst)) {
+      return;  // nothing in flight, or an issuer has started polling again
+    }
+  }
+  idle_rounds = progress ? 0 : idle_rounds + 1;
+  if (idle_rounds < kIdlePolls) {
+    boost::asio::post(io_->context, [this, idle_rounds] { poll(idle_rounds); });
+    return;
+  }
+  io_->timer.expires_after(kPollInterval);
+  io_->timer.async_wait([this, idle_rounds](const boost::system::error_code&) { poll(idle_rounds); });
+}
+
+}  // namespace depengine

@@ -1,0 +1,82 @@
+// Helpers for the stream-executor tests: an engine with a CPU pool and a StreamExecutor over the host backend, a way
+// for an op to enqueue host work on the stream it is issued on, and a gate that holds a stream until the test opens
+// it (so that every op of a scenario is issued before any of it runs, and wait counts do not depend on timing).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <memory>
+#include <utility>
+
+#include "engine/engine.h"
+#include "executors/host_stream/host_stream_backend.h"
+#include "executors/stream/stream_executor.h"
+#include "executors/threadpool/threadpool_executor.h"
+#include "test/test_support.h"
+
+namespace depengine::test {
+
+inline constexpr std::uint32_t kCpu = 0;     // Context::executor of the CPU pool
+inline constexpr std::uint32_t kStream = 1;  // Context::executor of the stream executor
+
+struct StreamEngineSetup {
+  int devices = 1;
+  std::uint32_t compute_streams = 2;
+  std::uint32_t copy_streams = 0;
+  int workers = 2;                                        // of the CPU pool
+  std::chrono::nanoseconds launch_delay{0};               // simulated device time of every launch (HostStreamOptions)
+  StreamCompletion completion = StreamCompletion::kAuto;  // kNotify on the host backend
+  std::size_t max_in_flight = EngineOptions{}.max_in_flight;
+};
+
+// An engine whose executor 0 is a oneTBB pool and executor 1 a StreamExecutor over a HostStreamBackend.
+inline EngineOptions stream_engine_options(const StreamEngineSetup& setup = {}) {
+  EngineOptions options;
+  options.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = setup.workers}));
+  options.executors.push_back(
+      std::make_unique<StreamExecutor>(std::make_unique<HostStreamBackend>(HostStreamOptions{
+                                           .devices = setup.devices, .launch_delay = setup.launch_delay}),
+                                       StreamExecutorOptions{.compute_streams = setup.compute_streams,
+                                                             .copy_streams = setup.copy_streams,
+                                                             .completion = setup.completion}));
+  options.max_in_flight = setup.max_in_flight;
+  return options;
+}
+
+inline StreamExecutor& stream_executor(const Engine& engine) {
+  return static_cast<StreamExecutor&>(engine.executor(kStream));
+}
+
+inline HostStreamBackend& host_backend(const Engine& engine) {
+  return static_cast<HostStreamBackend&>(stream_executor(engine).backend());
+}
+
+// The context of a stream op: device, kind, and a stream index (-1: the executor chooses).
+inline PushOptions on_stream(std::int32_t stream = -1, std::uint32_t device = 0,
+                             StreamKind kind = StreamKind::kCompute) {
+  PushOptions options;
+  options.context = Context{.executor = kStream, .device = device, .stream_kind = kind, .stream = stream};
+  return options;
+}
+
+// Inside a stream op's function: enqueues `fn` on the op's stream (the host backend's kernel launch).
+template <class F>
+void launch(const RunContext& ctx, F&& fn) {
+  static_cast<HostStreamBackend*>(ctx.stream->backend)->launch(ctx.stream->stream, HostTask(std::forward<F>(fn)));
+}
+
+// Holds a stream: enqueue hold() as host work, and the stream (and every stream waiting on it) stops there until
+// open(). A hold that times out throws, failing its stream, so a broken test fails instead of hanging.
+class StreamGate {
+ public:
+  void hold() const {
+    // acquire: pairs with the release in open().
+    if (!wait_until([this] { return open_.load(std::memory_order_acquire); })) throw std::runtime_error("gate timeout");
+  }
+  void open() { open_.store(true, std::memory_order_release); }
+
+ private:
+  std::atomic<bool> open_{false};
+};
+
+}  // namespace depengine::test

@@ -1,0 +1,299 @@
+// StreamExecutor driven by an engine on the host backend: the canonical scenarios with the exact device waits the
+// design gives (each explained where it is checked), two-level readiness (a CPU successor of a stream op waits for
+// completion, and no worker blocks meanwhile), errors, placement and misuse.
+//
+// Wait counts are made independent of timing by holding the first stream op on a StreamGate until every op of the
+// scenario has been issued: nothing completes early, so no entry is elided for being complete already.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "test/executors/stream/stream_executor_support.h"
+
+namespace depengine::test {
+namespace {
+
+TEST_CASE("a same-stream chain of 1,000 ops issues no device wait", "[stream_executor]") {
+  Watchdog watchdog("same-stream chain");
+  Engine engine(stream_engine_options());
+  Var x = engine.NewVariable();
+  StreamGate gate;
+  std::uint64_t value = 0;  // touched only by stream work, in stream order
+  engine.Push([&](const RunContext& ctx) { launch(ctx, [&] { gate.hold(); }); }, {}, {x}, on_stream());
+  constexpr int kOps = 1000;
+  for (int i = 0; i < kOps; ++i) {
+    engine.Push([&, i](const RunContext& ctx) { launch(ctx, [&, i] { value = mix(value, std::uint64_t(i)); }); }, {},
+                {x}, on_stream());
+  }
+  // Each op's wait frontier is {(S, previous epoch)}. The chooser keeps it on S, the only stream whose tail it
+  // depends on and that knows that entry, and FIFO order holds the dependency: 1,000 elided, 0 issued.
+  const StreamStats issued = stream_executor(engine).stats();
+  CHECK(issued.ops_issued == kOps + 1);
+  CHECK(issued.waits_issued == 0);
+  CHECK(issued.waits_elided == kOps);
+  CHECK(issued.waits_complete == 0);
+  gate.open();
+  engine.WaitForVar(x);
+  std::uint64_t expected = 0;
+  for (int i = 0; i < kOps; ++i) expected = mix(expected, std::uint64_t(i));
+  CHECK(value == expected);
+  CHECK(stream_executor(engine).stats(0, StreamKind::kCompute, 1).ops_issued == 0);  // all on one stream
+  CHECK(stream_executor(engine).stats().host_synchronizations == 0);
+}
+
+TEST_CASE("a fork over 4 streams and its join wait exactly where the streams do not know", "[stream_executor]") {
+  Watchdog watchdog("fork-join");
+  Engine engine(stream_engine_options({.compute_streams = 4}));
+  Var x = engine.NewVariable(), z = engine.NewVariable();
+  Var y[4] = {engine.NewVariable(), engine.NewVariable(), engine.NewVariable(), engine.NewVariable()};
+  StreamGate gate;
+  std::uint64_t xv = 0, yv[4] = {}, zv = 0;
+  engine.Push([&](const RunContext& ctx) { launch(ctx, [&] { gate.hold(), xv = 7; }); }, {}, {x}, on_stream());
+  for (int i = 0; i < 4; ++i) {
+    engine.Push([&, i](const RunContext& ctx) { launch(ctx, [&, i] { yv[i] = mix(xv, std::uint64_t(i)); }); }, {x},
+                {y[i]}, on_stream());
+  }
+  engine.Push([&](const RunContext& ctx) { launch(ctx, [&] { zv = mix(mix(yv[0], yv[1]), mix(yv[2], yv[3])); }); },
+              {y[0], y[1], y[2], y[3]}, {z}, on_stream());
+  // Fork: the first branch stays on S0 behind x's producer (its entry (S0,1) elided). S0 now has a tail the other
+  // branches do not depend on, so they go to the unused S1..S3, each waiting once on (S0,1): 3 waits.
+  // Join: its frontier {(S0,2),(S1,1),(S2,1),(S3,1)}; every stream's tail is in it and each knows exactly one entry
+  // (its own), so it waits for the other three: 3 waits, 1 elided. In all 6 issued, 2 elided.
+  const StreamStats stats = stream_executor(engine).stats();
+  CHECK(stats.ops_issued == 6);
+  CHECK(stats.waits_issued == 6);
+  CHECK(stats.waits_elided == 2);
+  for (std::uint32_t s = 0; s < 4; ++s) {
+    CAPTURE(s);
+    CHECK(stream_executor(engine).stats(0, StreamKind::kCompute, s).ops_issued >= 1);  // every stream got a branch
+  }
+  gate.open();
+  engine.WaitForVar(z);
+  CHECK(zv == mix(mix(mix(7, 0), mix(7, 1)), mix(mix(7, 2), mix(7, 3))));
+}
+
+TEST_CASE("a transitive chain over 3 streams: the third waits on the second only", "[stream_executor]") {
+  Watchdog watchdog("transitive chain");
+  Engine engine(stream_engine_options({.compute_streams = 3}));
+  Var x = engine.NewVariable(), y = engine.NewVariable(), z = engine.NewVariable();
+  StreamGate gate;
+  std::uint64_t xv = 0, yv = 0, zv = 0;
+  engine.Push([&](const RunContext& ctx) { launch(ctx, [&] { gate.hold(), xv = 3; }); }, {}, {x}, on_stream(0));
+  engine.Push([&](const RunContext& ctx) { launch(ctx, [&] { yv = xv + 1; }); }, {x}, {y}, on_stream(1));
+  engine.Push([&](const RunContext& ctx) { launch(ctx, [&] { zv = xv * 10 + yv; }); }, {x, y}, {z}, on_stream(2));
+  // The second op waits on (S0,1). The third needs {(S0,1),(S1,1)}; the event of (S1,1) was recorded after S1's wait
+  // on (S0,1), so it implies it: one wait on S1, and (S0,1) elided.
+  const StreamExecutor& streams = stream_executor(engine);
+  CHECK(streams.stats(0, StreamKind::kCompute, 1).waits_issued == 1);
+  CHECK(streams.stats(0, StreamKind::kCompute, 2).waits_issued == 1);
+  CHECK(streams.stats(0, StreamKind::kCompute, 2).waits_elided == 1);
+  CHECK(streams.stats().waits_issued == 2);
+  gate.open();
+  engine.WaitForVar(z);
+  CHECK(zv == 34);
+}
+
+TEST_CASE("a write after reads on other streams waits for every read (write-after-read on the device)",
+          "[stream_executor]") {
+  Watchdog watchdog("write after read");
+  Engine engine(stream_engine_options({.compute_streams = 3}));
+  Var x = engine.NewVariable(), a = engine.NewVariable(), b = engine.NewVariable();
+  StreamGate gate;
+  std::uint64_t xv = 1, av = 0, bv = 0;
+  engine.Push([&](const RunContext& ctx) { launch(ctx, [&] { gate.hold(), av = xv; }); }, {x}, {a}, on_stream(0));
+  engine.Push([&](const RunContext& ctx) { launch(ctx, [&] { bv = xv; }); }, {x}, {b}, on_stream(1));
+  engine.Push([&](const RunContext& ctx) { launch(ctx, [&] { xv = 99; }); }, {}, {x}, on_stream(2));
+  CHECK(stream_executor(engine).stats(0, StreamKind::kCompute, 2).waits_issued == 2);
+  gate.open();
+  engine.WaitForAll();
+  CHECK(av == 1);  // the reads saw the value before the write
+  CHECK(bv == 1);
+  CHECK(xv == 99);
+}
+
+TEST_CASE("a CPU op after a delayed stream op never runs before that op completes", "[stream_executor]") {
+  Watchdog watchdog("CPU after stream");
+  // Simulated device time: every launch sleeps 2 ms on its stream's thread before running.
+  Engine engine(stream_engine_options({.launch_delay = std::chrono::milliseconds(2)}));
+  constexpr int kRounds = 20;
+  std::atomic<int> early{0};
+  for (int round = 0; round < kRounds; ++round) {
+    Var x = engine.NewVariable();
+    auto done = std::make_shared<std::atomic<bool>>(false);
+    engine.Push(
+        [done](const RunContext& ctx) {
+          launch(ctx, [done] { done->store(true, std::memory_order_release); });  // pairs with the acquire below
+        },
+        {}, {x}, on_stream());
+    engine.Push(
+        [done, &early] {
+          // acquire: pairs with the release above, if the stream op has run.
+          if (!done->load(std::memory_order_acquire)) early.fetch_add(1, std::memory_order_relaxed);
+        },
+        {x}, {}, PushOptions{.context = {.executor = kCpu}});
+    engine.DeleteVariable(x);
+  }
+  engine.WaitForAll();
+  CHECK(early.load(std::memory_order_relaxed) == 0);
+}
+
+TEST_CASE("no worker thread blocks while device work is pending", "[stream_executor]") {
+  Watchdog watchdog("no blocked worker");
+  // One CPU worker: had it blocked on the held stream op, none of the independent CPU ops could run.
+  Engine engine(stream_engine_options({.workers = 1}));
+  Var x = engine.NewVariable(), y = engine.NewVariable();
+  StreamGate gate;
+  std::atomic<bool> dependent_ran{false};
+  engine.Push([&](const RunContext& ctx) { launch(ctx, [&] { gate.hold(); }); }, {}, {x}, on_stream());
+  engine.Push([&] { dependent_ran.store(true, std::memory_order_relaxed); }, {x}, {y});  // parked on the tracker
+  constexpr int kIndependent = 200;
+  std::atomic<int> independent{0};
+  for (int i = 0; i < kIndependent; ++i) {
+    Var v = engine.NewVariable();
+    engine.Push([&] { independent.fetch_add(1, std::memory_order_relaxed); }, {}, {v});
+  }
+  CHECK(wait_until([&] { return independent.load(std::memory_order_relaxed) == kIndependent; }));
+  CHECK_FALSE(dependent_ran.load(std::memory_order_relaxed));
+  gate.open();
+  engine.WaitForVar(y);
+  CHECK(dependent_ran.load(std::memory_order_relaxed));
+}
+
+TEST_CASE("WaitForVar waits for device completion, not for issue", "[stream_executor]") {
+  Watchdog watchdog("WaitForVar completion");
+  Engine engine(stream_engine_options());
+  Var x = engine.NewVariable();
+  std::atomic<int> value{0};
+  for (int i = 1; i <= 50; ++i) {
+    engine.Push(
+        [&, i](const RunContext& ctx) {
+          launch(ctx, [&, i] {
+            linger(256);
+            value.store(i, std::memory_order_relaxed);
+          });
+        },
+        {}, {x}, on_stream());
+    engine.WaitForVar(x);
+    CHECK(value.load(std::memory_order_relaxed) == i);
+  }
+  engine.WaitForAll();
+  CHECK(engine.InFlight() == 0);
+}
+
+TEST_CASE("a failed stream op's error reaches WaitForVar on its outputs and on its dependents' outputs",
+          "[stream_executor][errors]") {
+  Watchdog watchdog("stream errors");
+  Engine engine(stream_engine_options({.compute_streams = 2}));
+  Var x = engine.NewVariable(), cpu_out = engine.NewVariable(), stream_out = engine.NewVariable(),
+      later = engine.NewVariable();
+  std::atomic<bool> cpu_ran{false};
+  engine.Push([](const RunContext& ctx) { launch(ctx, [] { throw OpFailure(41); }); }, {}, {x}, on_stream(0));
+  engine.Push([&] { cpu_ran.store(true, std::memory_order_relaxed); }, {x}, {cpu_out});
+  engine.Push([](const RunContext& ctx) { launch(ctx, [] {}); }, {x}, {stream_out}, on_stream(1));
+  // The backend reports a StreamError whose cause is the host function's exception.
+  auto cause_of = [&](Var v) {
+    try {
+      engine.WaitForVar(v);
+    } catch (const StreamError& e) {
+      return thrown_id([&] { std::rethrow_exception(e.cause()); });
+    } catch (...) {
+      return -2;
+    }
+    return 0;
+  };
+  CHECK(cause_of(x) == 41);
+  CHECK(cause_of(cpu_out) == 41);
+  CHECK_FALSE(cpu_ran.load(std::memory_order_relaxed));  // skipped: its input failed
+  CHECK(cause_of(stream_out) == 41);
+  CHECK(cause_of(x) == 0);  // reported once
+  // The stream stays failed (a dead context runs nothing): an op placed on it later fails with the same error.
+  engine.Push([](const RunContext& ctx) { launch(ctx, [] {}); }, {}, {later}, on_stream(0));
+  CHECK(cause_of(later) == 41);
+  CHECK_THROWS_AS(engine.WaitForAll(), StreamError);
+  engine.WaitForAll();  // cleared
+}
+
+TEST_CASE("an exception from a stream op's function is the op's error, as for a CPU op", "[stream_executor][errors]") {
+  Watchdog watchdog("issue error");
+  Engine engine(stream_engine_options());
+  Var x = engine.NewVariable(), y = engine.NewVariable();
+  engine.Push([](const RunContext&) { throw OpFailure(5); }, {}, {x}, on_stream());
+  std::atomic<bool> ran{false};
+  engine.Push([&](const RunContext&) { ran.store(true, std::memory_order_relaxed); }, {x}, {y}, on_stream());
+  CHECK(thrown_id([&] { engine.WaitForVar(y); }) == 5);
+  CHECK_FALSE(ran.load(std::memory_order_relaxed));
+  CHECK(thrown_id([&] { engine.WaitForAll(); }) == 5);
+  // The stream itself is fine.
+  engine.Push([](const RunContext& ctx) { launch(ctx, [] {}); }, {}, {x}, on_stream());
+  engine.WaitForVar(x);
+}
+
+TEST_CASE("placement: devices, kinds, pinned streams, and what a stream op's function is given", "[stream_executor]") {
+  Watchdog watchdog("placement");
+  Engine engine(stream_engine_options({.devices = 2, .compute_streams = 2, .copy_streams = 1}));
+  const StreamExecutor& streams = stream_executor(engine);
+  Var v = engine.NewVariable();
+  std::vector<StreamPlacement> seen;
+  auto record = [&](const RunContext& ctx) {
+    REQUIRE(ctx.stream != nullptr);
+    seen.push_back(*ctx.stream);
+  };
+  engine.Push(record, {}, {v}, on_stream(1, 1, StreamKind::kCompute));
+  engine.Push(record, {}, {v}, on_stream(0, 1, StreamKind::kCopy));
+  engine.Push(record, {}, {v}, on_stream(-1, 0, StreamKind::kCopy));
+  engine.WaitForVar(v);
+  REQUIRE(seen.size() == 3);
+  CHECK(seen[0].device == 1);
+  CHECK(seen[0].kind == StreamKind::kCompute);
+  CHECK(seen[0].index == 1);
+  CHECK(seen[0].axis == streams.axis(1, StreamKind::kCompute, 1));
+  CHECK(seen[0].epoch == 1);
+  CHECK(seen[0].backend == &streams.backend());
+  CHECK(seen[0].native == streams.backend().native_handle(seen[0].stream));
+  CHECK(seen[1].device == 1);
+  CHECK(seen[1].kind == StreamKind::kCopy);
+  CHECK(seen[2].device == 0);
+  CHECK(seen[2].kind == StreamKind::kCopy);
+  CHECK(streams.stats().ops_issued == 3);
+  // A CPU op sees no stream.
+  bool cpu_stream_null = false;
+  engine.Push([&](const RunContext& ctx) { cpu_stream_null = ctx.stream == nullptr; }, {}, {v});
+  engine.WaitForVar(v);
+  CHECK(cpu_stream_null);
+}
+
+TEST_CASE("bad placement and misuse get clear errors", "[stream_executor][errors]") {
+  Watchdog watchdog("stream misuse");
+  Engine engine(stream_engine_options({.devices = 1, .compute_streams = 2, .copy_streams = 0}));
+  Var v = engine.NewVariable();
+  engine.Push([] {}, {}, {v}, on_stream(-1, 3));
+  CHECK_THROWS_WITH(engine.WaitForVar(v), Catch::Contains("names device 3") && Catch::Contains("1 device(s)"));
+  engine.Push([] {}, {}, {v}, on_stream(5));
+  CHECK_THROWS_WITH(engine.WaitForVar(v), Catch::Contains("stream 5 of kind compute"));
+  engine.Push([] {}, {}, {v}, on_stream(-1, 0, StreamKind::kCopy));
+  CHECK_THROWS_WITH(engine.WaitForVar(v), Catch::Contains("0 copy stream(s)"));
+  CHECK_THROWS_WITH(engine.PushAsync([](Completion done) { done(); }, {}, {v}, on_stream()),
+                    Catch::Contains("PushAsync") && Catch::Contains("stream executor"));
+}
+
+TEST_CASE("a stream executor needs a device, and an engine at most 16 streams", "[stream_executor][errors]") {
+  CHECK_THROWS_WITH(StreamExecutor(std::make_unique<HostStreamBackend>(HostStreamOptions{.devices = 0})),
+                    Catch::Contains("host"));
+  CHECK_THROWS_AS(StreamExecutor(std::make_unique<HostStreamBackend>(HostStreamOptions{.devices = 1}),
+                                 StreamExecutorOptions{.devices = 2}),
+                  StreamError);
+  CHECK_THROWS_AS(StreamExecutor(std::make_unique<HostStreamBackend>(),
+                                 StreamExecutorOptions{.compute_streams = 0, .copy_streams = 0}),
+                  std::invalid_argument);
+  EngineOptions options;
+  options.executors.push_back(
+      std::make_unique<StreamExecutor>(std::make_unique<HostStreamBackend>(HostStreamOptions{.devices = 3}),
+                                       StreamExecutorOptions{.compute_streams = 4, .copy_streams = 2}));
+  CHECK_THROWS_WITH(Engine(std::move(options)), Catch::Contains("18 streams") && Catch::Contains("at most 16"));
+}
+
+}  // namespace
+}  // namespace depengine::test
