@@ -320,18 +320,18 @@ void StreamExecutor::issue_one(Task& task) noexcept {
       }
     }
   }
+  if (error == nullptr) {
+    try {
+      issue_waits(*stream, need);
+    } catch (...) {  // a backend failure while enqueuing the waits: the stream is broken
+      fail_stream(*stream, std::current_exception());
+      error = stream->failure();
+    }
+  }
   if (error != nullptr) {
     host_->skip(task, std::move(error), ready);
   } else {
     Stream& s = *stream;
-    try {
-      issue_waits(s, need);
-    } catch (...) {  // a backend failure while enqueuing the waits: the stream is broken
-      fail_stream(s, std::current_exception());
-      host_->skip(task, s.failure(), ready);
-      while (Task* next = ready.pop_front()) next->executor()->submit(*next);
-      return;
-    }
     s.knowledge.merge_satisfied(need);
     const std::uint64_t epoch = s.issued + 1;
     s.knowledge.insert_or_raise(s.axis, epoch);

@@ -1,6 +1,6 @@
-#include "bench/executors/cuda_stream/bump_kernel.h"
-
 #include <cuda_runtime_api.h>
+
+#include "bench/executors/cuda_stream/bump_kernel.h"
 
 namespace depengine::bench {
 namespace {
