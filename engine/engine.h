@@ -32,6 +32,10 @@
 //   call completions from elsewhere or raise the bound.
 // - Deletion. DeleteVariable(v, deleter) is a mutation of v ordered after everything pushed on v before it; the
 //   deleter runs then (even if v carries an error), exactly once, and every copy of the handle is dead from the call.
+// - Fences. PushOptions::wait_fences and signal_fences order ops through user timelines as well as variables
+//   (engine/fence.h): an op runs once its wait fences are reached and raises its signal fences when it completes (or
+//   fails them with its error). An op whose wait fence is never reached stays in flight, like an unfinished
+//   Completion.
 // - Shutdown. ~Engine() waits for every pushed op to complete. An error no wait reported is written to stderr.
 //
 // Thread safety: every member may be called from any thread, concurrently, except the destructor.
@@ -130,6 +134,10 @@ class Engine {
   // See Waits above. Throws Error for a bad variable, or when called from inside a running op of this engine.
   void WaitForVar(Var var);
   void WaitForAll();
+  // Returns once `fence`'s timeline has reached its value (>=), running queued work meanwhile, then rethrows the
+  // timeline's failure if it failed. Ops signal their fences when they complete, so the work before a signal is
+  // done, on devices too. Throws Error for a null timeline, or when called from inside a running op of this engine.
+  void WaitForFence(const Fence& fence);
 
   // The number of completed mutations of `var`. Exact inside an op that uses var; otherwise a recent value.
   [[nodiscard]] std::uint64_t Version(Var var) const;

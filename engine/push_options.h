@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <string_view>
 
+#include "engine/fence.h"
 #include "executors/executor.h"  // StreamKind
 
 namespace depengine {
@@ -28,6 +29,16 @@ struct PushOptions {
   std::string_view name;
   // Run the op even if a variable it uses carries an error (normally such an op is skipped and passes the error on).
   bool no_skip = false;
+  // The op runs only once every timeline here has reached its value (>=), besides what its variables order. A stream
+  // op may be issued earlier, as soon as the op that will reach the value has been issued by a stream executor of the
+  // same engine: its stream then waits on the device for that op's work only (see engine/fence.h). A failed timeline
+  // is an input error: the op is skipped with it (unless no_skip).
+  FenceList wait_fences;
+  // When the op completes, it raises every timeline here to its value, attaching what it knew had happened (its wait
+  // frontier and, for a stream op, its own (axis, epoch)). A timeline already at or past the value is left alone
+  // (>= semantics: signallers that the engine orders may complete out of order). An op that fails or is skipped fails
+  // these timelines with its error instead, so that no waiter waits for ever.
+  FenceList signal_fences;
 };
 
 }  // namespace depengine

@@ -76,6 +76,7 @@ void recycle_record(OpRecord* op) noexcept {
 }  // namespace
 
 ParkWaiter::ParkWaiter(OpRecord* owner) noexcept : TrackerWaiter(&EngineCore::unparked), op(owner) {}
+FenceWaiter::FenceWaiter(OpRecord* owner) noexcept : TimelineWaiter(&EngineCore::fence_done), op(owner) {}
 
 EngineCore::EngineCore(EngineOptions options)
     : id_(g_next_engine_id.fetch_add(1, std::memory_order_relaxed)),  // relaxed: only uniqueness matters
@@ -184,15 +185,27 @@ OpRecord* EngineCore::make_record(const PushOptions& options, bool async) {
                 "), a stream executor, whose ops complete when their device work does; push with Push and enqueue "
                 "the work on RunContext::stream");
   }
+  check_fences(options.wait_fences, "wait_fences");
+  check_fences(options.signal_fences, "signal_fences");
   OpRecord* op = RecordPool::acquire();
   op->prepare(this, executor, options.priority);
   op->place(options.context.device, options.context.stream_kind, options.context.stream);
+  if (!options.wait_fences.empty()) op->wait_fences = options.wait_fences;
+  if (!options.signal_fences.empty()) op->signal_fences = options.signal_fences;
   op->name = options.name;
   op->async = async;
   op->no_skip = options.no_skip;
   op->deletes_var = false;
   op->internal = false;
   return op;
+}
+
+void EngineCore::check_fences(const FenceList& fences, const char* field) {
+  for (std::size_t i = 0; i < fences.size(); ++i) {
+    if (fences[i].timeline == nullptr) {
+      throw Error("PushOptions::" + std::string(field) + "[" + std::to_string(i) + "] names a null timeline");
+    }
+  }
 }
 
 void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const {
@@ -225,7 +238,8 @@ bool EngineCore::publish(OpRecord* op) {
     alive = state_of(uses[i])->generation.load(std::memory_order_relaxed) == uses[i].tag;
   }
   if (alive) {
-    op->reset_wait(static_cast<std::int32_t>(count) + 1);  // + 1: our own grant, given after the unlocks
+    // + 1: our own grant, given after the unlocks; + 1 more for the wait fences, given when the last is reached.
+    op->reset_wait(static_cast<std::int32_t>(count) + 1 + (op->wait_fences.empty() ? 0 : 1));
     if (op->deletes_var) {
       VarState* var = state_of(uses[0]);
       // relaxed: under the lock, which every reader of generation that matters holds too.
@@ -246,14 +260,22 @@ void EngineCore::submit_new(OpRecord* op, const char* api) {
     recycle_record(op);
     throw Error(std::string(api) + ": a variable of the op was deleted (DeleteVariable) and may not be used again");
   }
+  if (!op->wait_fences.empty()) arm_fence(op);  // before our grant: the op cannot run (and recycle) meanwhile
+  grant(op, nullptr);
+}
+
+// Gives one grant to `op`. The last one hands it on (through make_ready when signals are carried): to `ready`, the
+// list of a running executor, if given; else to its executor.
+void EngineCore::grant(OpRecord* op, TaskList* ready) noexcept {
   if (!op->grant()) return;
-  if (!has_streams_) {
-    op->executor()->submit(*op);
-    return;
+  TaskList own;
+  TaskList& out = ready != nullptr ? *ready : own;
+  if (has_streams_) {
+    make_ready(op, out);
+  } else {
+    out.push_back(op);
   }
-  TaskList ready;
-  make_ready(op, ready);
-  if (Task* task = ready.pop_front()) task->executor()->submit(*task);
+  if (Task* task = own.pop_front()) task->executor()->submit(*task);
 }
 
 void EngineCore::abandon(OpRecord* op) noexcept { recycle_record(op); }
@@ -349,6 +371,7 @@ void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
     note_error(op->error);
   }
   if (t_running.engine == this) {  // completed from inside an op's function: successors join that executor's list
+    signal_fences(op, op->error);
     complete_uses(op, *t_running.ready, ran_signal());
     leave();
     release_hold(op);
@@ -361,6 +384,7 @@ void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
   // relaxed: the retire in leave() (seq_cst) publishes this increment to shutdown()'s seq_cst read of the counts.
   foreign_completers_.fetch_add(1, std::memory_order_relaxed);
   TaskList ready;
+  signal_fences(op, op->error);
   complete_uses(op, ready, ran_signal());
   leave();
   while (Task* task = ready.pop_front()) task->executor()->submit(*task);
@@ -370,6 +394,7 @@ void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
 }
 
 void EngineCore::finish(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept {
+  signal_fences(op, op->error);
   complete_uses(op, ready, signal);
   leave();
   recycle_record(op);
@@ -404,10 +429,9 @@ void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* s
 
 // --- Streams: wait frontiers, parking, issue and completion ----------------------------------------------------
 
-// An op whose last grant has arrived: builds its wait frontier and hands it on (to `ready`), or parks it on the
-// tracker when its executor cannot wait for an entry that has not completed.
+// An op whose last grant has arrived: completes its wait frontier (promised fences already in it) and hands it on (to
+// `ready`), or parks it on the tracker when its executor cannot wait for an entry that has not completed.
 void EngineCore::make_ready(OpRecord* op, TaskList& ready) noexcept {
-  op->requirement.clear();
   for (std::uint32_t i = 0; i < op->num_uses; ++i) op->uses[i].var->merge_wait_signal(op->uses[i], op->requirement);
   const Executor* executor = op->executor();
   for (const FrontierEntry& entry : op->requirement) {
@@ -468,6 +492,8 @@ bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry s
       note_error(op->error);
     }
   }
+  op->issued_at = signal;
+  if (op->error == nullptr && !op->signal_fences.empty()) promise_fences(op);
   VarSignal issued;
   issued.insert_or_raise(signal.axis, signal.epoch);
   complete_uses(op, ready, &issued);
@@ -494,8 +520,72 @@ void EngineCore::complete_issued(Task& task, std::exception_ptr error) noexcept 
       if (use.access == Access::kWrite && !op->deletes_var) poisoned_.push_back(Var(state_of(use), id_, use.tag));
     }
   }
+  signal_fences(op, error != nullptr ? error : op->error);
   leave();
   recycle_record(op);
+}
+
+// --- Fences ----------------------------------------------------------------------------------------------------
+
+// Arms the op's fence waiter on its next wait fence. A stream op takes the promises of this engine (whose tracker
+// names its axes); a CPU op waits for the value itself.
+void EngineCore::arm_fence(OpRecord* op) noexcept {
+  const Fence& fence = op->wait_fences[op->next_fence];
+  const void* owner = op->executor()->issues_ahead() ? &tracker_ : nullptr;
+  try {
+    fence.timeline->wait_async(op->fence_waiter, fence.value, owner);
+  } catch (...) {  // not reachable: the waiter is armed once at a time; fail the op rather than lose it
+    fence_done(op->fence_waiter, TimelineWaitResult::failed(std::current_exception()));
+  }
+}
+
+// A wait fence was reached (its work has completed: nothing to add), promised (its signaller's work is issued: the op
+// waits for that requirement like for a variable's signal) or failed (an input error). Then the next fence, or the
+// fences' grant.
+void EngineCore::fence_done(TimelineWaiter& waiter, const TimelineWaitResult& result) noexcept {
+  OpRecord* op = static_cast<FenceWaiter&>(waiter).op;
+  EngineCore* engine = op->engine;
+  if (result.is_promised()) {
+    // Promised by this engine only: the requirement names its axes, at most kMaxEngineAxes of them, so it fits.
+    op->requirement.merge(result.requirement());
+    assert(!op->requirement.tainted());
+  } else if (result.is_failed() && !op->no_skip && op->error == nullptr) {
+    op->error = result.error();     // read after the op's last grant, which this thread's grant below publishes
+    engine->note_error(op->error);  // for WaitForAll, when no op of this engine failed the timeline
+  }
+  if (++op->next_fence < op->wait_fences.size()) {
+    engine->arm_fence(op);
+    return;
+  }
+  // Signalled from inside a running op of this engine (its completion, most often): the op joins that executor's ready
+  // list, so a chain of ops ordered by fences runs in the executor's loop instead of nesting callbacks (the inline
+  // executor would otherwise run each op inside its predecessor's signal).
+  engine->grant(op, t_running.engine == engine ? t_running.ready : nullptr);
+}
+
+// A stream op has been issued: its signal fences are promised to this engine's waiters, with what must complete
+// first (its wait frontier and its own epoch). A promise the timeline refuses only means its waiters wait for the
+// value.
+void EngineCore::promise_fences(OpRecord* op) noexcept {
+  TimelineRequirement requirement(op->requirement);
+  requirement.insert_or_raise(op->issued_at.axis, op->issued_at.epoch);
+  for (const Fence& fence : op->signal_fences) (void)fence.timeline->promise(fence.value, &tracker_, requirement);
+}
+
+// The op has completed (or was skipped): raises its signal fences with what it knew had happened, or fails them with
+// its error. Called before the op releases its variables (a CPU op) and before it retires, so a WaitForVar or
+// WaitForAll that returns finds its timelines signalled. (A stream op released its variables at issue; its
+// executor advances the tracker, which WaitForVar waits on, only after complete_issued.)
+void EngineCore::signal_fences(OpRecord* op, const std::exception_ptr& error) noexcept {
+  if (op->signal_fences.empty()) return;
+  if (error != nullptr) {
+    for (const Fence& fence : op->signal_fences) (void)fence.timeline->fail(error);
+    return;
+  }
+  TimelineFrontier knowledge;
+  knowledge.merge_satisfied(op->requirement);
+  if (!op->issued_at.axis.is_null()) knowledge.insert_or_raise(op->issued_at.axis, op->issued_at.epoch);
+  for (const Fence& fence : op->signal_fences) (void)fence.timeline->raise(fence.value, knowledge);
 }
 
 void EngineCore::release_hold(OpRecord* op) noexcept {
@@ -658,6 +748,22 @@ void EngineCore::wait_for_all() {
     }
   }
   if (!poisoned.empty()) wait_in_flight_at_most(0);
+  if (error != nullptr) std::rethrow_exception(error);
+}
+
+void EngineCore::wait_for_fence(const Fence& fence) {
+  forbid_inside_op("WaitForFence");
+  if (fence.timeline == nullptr) throw Error("WaitForFence: the fence names a null timeline");
+  Notification done;
+  std::exception_ptr error;
+  TimelineCallbackWaiter waiter([&done, &error](const TimelineWaitResult& result) noexcept {
+    error = result.error();
+    done.notify();
+  });
+  fence.timeline->wait_async(waiter, fence.value);  // no promises: the value itself, that is completed work
+  while (!done.notified()) {
+    if (!help()) done.wait();
+  }
   if (error != nullptr) std::rethrow_exception(error);
 }
 

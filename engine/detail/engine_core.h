@@ -62,6 +62,7 @@ class EngineCore final : public ExecutorHost {
   void delete_variable(Var var, OpFunction deleter, const PushOptions& options);
   void wait_for_var(Var var);
   void wait_for_all();
+  void wait_for_fence(const Fence& fence);
   [[nodiscard]] std::uint64_t version(Var var) const;
   // An upper bound of the ops in flight during the call (what waits rely on: never too low).
   [[nodiscard]] std::size_t in_flight() const noexcept;
@@ -88,9 +89,11 @@ class EngineCore final : public ExecutorHost {
 
  private:
   [[nodiscard]] VarState* checked_state(const Var& var, const char* api) const;
+  static void check_fences(const FenceList& fences, const char* field);
   void gather_uses(OpRecord* op, VarList reads, VarList mutates) const;
   [[nodiscard]] bool publish(OpRecord* op);
   void submit_new(OpRecord* op, const char* api);
+  void grant(OpRecord* op, TaskList* ready) noexcept;
   void push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn);
 
   [[nodiscard]] bool find_input_error(OpRecord* op) const noexcept;
@@ -103,6 +106,11 @@ class EngineCore final : public ExecutorHost {
   void take_input_error(OpRecord* op, const std::exception_ptr& error) noexcept;
   static void unparked(TrackerWaiter& waiter, std::exception_ptr error) noexcept;
   friend struct ParkWaiter;
+  void arm_fence(OpRecord* op) noexcept;
+  static void fence_done(TimelineWaiter& waiter, const TimelineWaitResult& result) noexcept;
+  friend struct FenceWaiter;
+  void promise_fences(OpRecord* op) noexcept;
+  void signal_fences(OpRecord* op, const std::exception_ptr& error) noexcept;
   void release_hold(OpRecord* op) noexcept;
   void recycle_var(VarState* var) noexcept;
   void note_error(const std::exception_ptr& error) noexcept;

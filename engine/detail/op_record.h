@@ -23,6 +23,8 @@
 #include <string_view>
 
 #include "engine/detail/op_function.h"
+#include "engine/fence.h"
+#include "engine/frontier/timeline.h"
 #include "engine/var_queue/op_node.h"
 #include "executors/executor.h"
 
@@ -34,6 +36,12 @@ struct OpRecord;
 // The tracker waiter that parks an op whose wait frontier has not completed (EngineCore::make_ready).
 struct ParkWaiter final : TrackerWaiter {
   explicit ParkWaiter(OpRecord* owner) noexcept;
+  OpRecord* op;  // the record this waiter is part of
+};
+
+// The timeline waiter that holds an op until its wait fences are reached or promised (EngineCore::arm_fence).
+struct FenceWaiter final : TimelineWaiter {
+  explicit FenceWaiter(OpRecord* owner) noexcept;
   OpRecord* op;  // the record this waiter is part of
 };
 
@@ -55,6 +63,10 @@ struct OpRecord final : Task, OpNode {
     next_ = nullptr;
     ready_next_ = nullptr;
     requirement.clear();
+    wait_fences.clear();
+    signal_fences.clear();
+    next_fence = 0;
+    issued_at = FrontierEntry{};
   }
 
   void place(std::uint32_t device, StreamKind kind, std::int32_t stream) noexcept {
@@ -104,10 +116,19 @@ struct OpRecord final : Task, OpNode {
   // (or a call on a record since reused) fails its compare-exchange instead of completing someone else's op.
   std::atomic<std::uint64_t> ticket{0};
 
-  // The op's wait frontier, built when its last grant arrives (engines with stream executors only): the signals of the
-  // uses it was granted. Read by its stream executor at issue, and by the tracker while the op is parked.
+  // The op's wait frontier (engines with stream executors only): the requirements of the promises its wait fences
+  // took, then, when its last grant arrives, the signals of the uses it was granted. Read by its stream executor at
+  // issue, and by the tracker while the op is parked.
   WaitFrontier requirement;
   ParkWaiter waiter{this};
+
+  // Fences (PushOptions). The wait fences are armed one after another, next_fence the one armed now; all of them
+  // together hold one grant of the op's wait counter.
+  FenceList wait_fences;
+  FenceList signal_fences;
+  std::uint8_t next_fence = 0;
+  FrontierEntry issued_at{};  // a stream op's own signal, kept for the knowledge its signal fences carry
+  FenceWaiter fence_waiter{this};
 
   std::unique_ptr<VarUse[]> heap_uses;
   std::size_t heap_capacity = 0;  // entries of heap_uses

@@ -54,6 +54,13 @@ struct Timeline::Record {
   TimelineFrontier knowledge;
 };
 
+// A pending promise: `value` will be signalled once `requirement` has completed on `owner`'s axes.
+struct Timeline::Promise {
+  std::uint64_t value = 0;
+  const void* owner = nullptr;
+  TimelineRequirement requirement;
+};
+
 // A callback in progress, on the firing thread's stack, linked into firings_ while `waiter`'s callback runs: what
 // lets cancel() wait for a running callback without the firer touching the waiter after calling it.
 struct Timeline::Firing : TimelineLink {
@@ -75,9 +82,11 @@ Timeline::Timeline(TimelineOptions options)
     : history_(options.history),
       checkpoints_(options.checkpoints),
       stride_(options.checkpoint_stride == 0 ? options.history : options.checkpoint_stride),
+      promise_capacity_(options.promises),
       name_(std::move(options.name)) {
   if (history_ == 0) throw std::invalid_argument(quoted(name_) + ": TimelineOptions::history must be at least 1");
   records_ = std::make_unique<Record[]>(std::size_t{history_} + checkpoints_);
+  promises_ = std::make_unique<Promise[]>(promise_capacity_);
   make_empty(armed_);
   make_empty(firings_);
 }
@@ -103,6 +112,11 @@ void Timeline::publish_value(std::uint64_t value) noexcept {
   // release: pairs with the acquire load in query() (and the lock-free check in poll()), publishing everything the
   // signaller did before signalling. Written only under lock_, so no two stores race.
   value_.store(value, std::memory_order_release);
+  // Promises the value has reached are moot: a waiter for them now imports the signal instead.
+  while (promise_count_ > 0 && promises_[promise_head_].value <= value) {
+    if (++promise_head_ == promise_capacity_) promise_head_ = 0;
+    --promise_count_;
+  }
 }
 
 void Timeline::check_order_locked(std::uint64_t value, bool external) const {
@@ -112,20 +126,69 @@ void Timeline::check_order_locked(std::uint64_t value, bool external) const {
   if (value <= current) throw TimelineOrderError(name_, current, value, external);
 }
 
+void Timeline::signal_locked(std::uint64_t value, const TimelineFrontier& knowledge, Batch& batch) {
+  // relaxed: watermark_ is only written under lock_, which we hold; readers use it as a diagnostic.
+  record_signal_locked(value, watermark_.load(std::memory_order_relaxed), knowledge);
+  watermark_.store(value, std::memory_order_relaxed);
+  publish_value(value);
+  detach_reached_locked(value, batch);
+}
+
 void Timeline::signal(std::uint64_t value, const TimelineFrontier& knowledge) {
   Batch batch;
   {
     std::lock_guard guard(lock_);
     check_order_locked(value, /*external=*/false);
-    // relaxed: watermark_ is only written under lock_, which we hold; readers use it as a diagnostic.
-    record_signal_locked(value, watermark_.load(std::memory_order_relaxed), knowledge);
-    watermark_.store(value, std::memory_order_relaxed);
-    publish_value(value);
-    detach_reached_locked(value, batch);
+    signal_locked(value, knowledge, batch);
   }
   // Every waiter detached here waited for a value in (previous value, value]: this signal is the first to reach it,
   // so its import is exactly `knowledge` (rule 2 of the header).
   if (!batch.empty()) fire(batch, TimelineWaitResult::reached(knowledge));
+}
+
+bool Timeline::raise(std::uint64_t value, const TimelineFrontier& knowledge) {
+  Batch batch;
+  {
+    std::lock_guard guard(lock_);
+    // relaxed: value_ is only written under lock_, which we hold.
+    if (error_ || value <= value_.load(std::memory_order_relaxed)) return false;
+    signal_locked(value, knowledge, batch);
+  }
+  if (!batch.empty()) fire(batch, TimelineWaitResult::reached(knowledge));  // as in signal()
+  return true;
+}
+
+bool Timeline::promise(std::uint64_t value, const void* owner, const TimelineRequirement& requirement) {
+  if (owner == nullptr) throw std::invalid_argument(quoted(name_) + ": promise() needs an owner");
+  Batch batch;
+  {
+    std::lock_guard guard(lock_);
+    // relaxed: value_ is only written under lock_, which we hold.
+    if (error_ || requirement.tainted() || value <= value_.load(std::memory_order_relaxed) || promise_capacity_ == 0) {
+      return false;
+    }
+    if (promise_count_ > 0) {
+      std::uint32_t newest = promise_head_ + promise_count_ - 1;
+      if (newest >= promise_capacity_) newest -= promise_capacity_;
+      if (promises_[newest].value >= value) return false;
+    }
+    if (promise_count_ == promise_capacity_) {  // evict the oldest: its late waiters take a later promise instead
+      if (++promise_head_ == promise_capacity_) promise_head_ = 0;
+      --promise_count_;
+    }
+    std::uint32_t slot = promise_head_ + promise_count_;
+    if (slot >= promise_capacity_) slot -= promise_capacity_;
+    Promise& promise = promises_[slot];
+    promise.value = value;
+    promise.owner = owner;
+    promise.requirement = requirement;
+    ++promise_count_;
+    detach_promised_locked(value, owner, batch);
+  }
+  // Every waiter detached here had no promise of this owner at or above its value (it would have fired then), so this
+  // is the smallest one that covers it.
+  if (!batch.empty()) fire(batch, TimelineWaitResult::promised(requirement));
+  return true;
 }
 
 void Timeline::signal_external(std::uint64_t value) {
@@ -152,6 +215,7 @@ bool Timeline::fail(std::exception_ptr error) {
     error_ = error;
     // release: pairs with the acquire load in failed(), so a thread that sees the flag sees error_.
     failed_.store(true, std::memory_order_release);
+    promise_count_ = 0;
     detach_reached_locked(~std::uint64_t{0}, batch);
   }
   if (!batch.empty()) fire(batch, TimelineWaitResult::failed(std::move(error)));
@@ -273,33 +337,48 @@ TimelineWaitResult Timeline::wait(std::uint64_t value, std::chrono::nanoseconds 
   return *blocker.result;
 }
 
-void Timeline::wait_async(TimelineWaiter& waiter, std::uint64_t value) {
+void Timeline::wait_async(TimelineWaiter& waiter, std::uint64_t value, const void* promise_owner) {
   TimelineLink& link = waiter;
-  std::exception_ptr error;
-  TimelineFrontier knowledge;
+  std::optional<TimelineWaitResult> now;
   {
     std::lock_guard guard(lock_);
     if (link.prev != nullptr) {
       throw std::logic_error(quoted(name_) + ": wait_async on a waiter that is already armed");
     }
     waiter.value_ = value;
+    waiter.promise_owner_ = promise_owner;
     // relaxed: value_ is only written under lock_, which we hold.
     if (error_) {
-      error = error_;
+      now.emplace(TimelineWaitResult::failed(error_));
     } else if (value_.load(std::memory_order_relaxed) >= value) {
-      knowledge = import_locked(value);
+      now.emplace(TimelineWaitResult::reached(import_locked(value)));
+    } else if (const Promise* promise = find_promise_locked(value, promise_owner)) {
+      now.emplace(TimelineWaitResult::promised(promise->requirement));
     } else {
       link_sorted_locked(waiter);
       return;
     }
   }
-  waiter.callback_(waiter,
-                   error ? TimelineWaitResult::failed(std::move(error)) : TimelineWaitResult::reached(knowledge));
+  waiter.callback_(waiter, *now);
+}
+
+const Timeline::Promise* Timeline::find_promise_locked(std::uint64_t value, const void* owner) const {
+  if (owner == nullptr) return nullptr;
+  for (std::uint32_t k = 0; k < promise_count_; ++k) {  // by ascending value: the first match is the smallest
+    std::uint32_t i = promise_head_ + k;
+    if (i >= promise_capacity_) i -= promise_capacity_;
+    if (promises_[i].value >= value && promises_[i].owner == owner) return &promises_[i];
+  }
+  return nullptr;
 }
 
 void Timeline::link_sorted_locked(TimelineWaiter& waiter) {
-  // From the tail: waiters are usually armed in increasing value order, which makes this O(1). Equal values keep
-  // their arming order.
+  // From the tail: waiters are usually armed in increasing value order, which makes this O(1); so is a waiter below
+  // every armed one (a pipeline pushed last stage first). Equal values keep their arming order.
+  if (!is_empty(armed_) && waiter.value_ < static_cast<TimelineWaiter*>(armed_.next)->value_) {
+    link_after(armed_, waiter);
+    return;
+  }
   TimelineLink* position = armed_.prev;
   while (position != &armed_ && static_cast<TimelineWaiter*>(position)->value_ > waiter.value_) {
     position = position->prev;
@@ -313,6 +392,19 @@ void Timeline::detach_reached_locked(std::uint64_t value, Batch& batch) {
     TimelineLink& node = *armed_.next;
     unlink(node);
     link_after(*batch.head.prev, node);
+  }
+}
+
+void Timeline::detach_promised_locked(std::uint64_t value, const void* owner, Batch& batch) {
+  // The armed waiters at or below `value` are a prefix of armed_; those of `owner` move to the batch, in order.
+  TimelineLink* node = armed_.next;
+  while (node != &armed_ && static_cast<TimelineWaiter*>(node)->value_ <= value) {
+    TimelineLink* next = node->next;
+    if (static_cast<TimelineWaiter*>(node)->promise_owner_ == owner) {
+      unlink(*node);
+      link_after(*batch.head.prev, *node);
+    }
+    node = next;
   }
 }
 

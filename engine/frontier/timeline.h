@@ -33,8 +33,20 @@
 //
 // Waiting. poll(v) answers now; wait(v, timeout) blocks the calling thread; wait_async(waiter, v) arms an intrusive
 // TimelineWaiter whose callback runs exactly once, when v is reached or the timeline fails, unless cancel() prevents
-// it. Every result is a TimelineWaitResult: reached (with the imported frontier), timed out, or failed (with the
-// error).
+// it. Every result is a TimelineWaitResult: reached (with the imported frontier), promised (below), timed out, or
+// failed (with the error).
+//
+// Promises: submit-before-wait across a timeline. A scheduler that has issued, but not finished, the work that will
+// signal v (a stream op enqueued on a device) calls promise(v, owner, requirement): once every entry of `requirement`
+// has completed on the owner's axes, v will be signalled (or the timeline failed). A waiter armed with the same owner
+// (wait_async(waiter, v, owner)) then fires at once with that requirement instead of waiting for the value, and the
+// owner makes its device wait for exactly those entries. The requirement is a RequirementFrontier (it must never lose
+// an entry), and it is meaningful only to the owner, whose axes it names: waiters of any other owner, and poll() and
+// wait(), ignore promises. A waiter for v takes the smallest promise >= v of its owner (the timeline reaches v no
+// later than that promise's signal, which raises it to at least v). Promises must increase strictly (promise()
+// returns false and records nothing otherwise) and are kept until the value reaches them, at most
+// TimelineOptions::promises at a time: a new one evicts the oldest, whose late waiters then take a later promise (more
+// to wait for, never too little, as long as the signallers are ordered) or wait for the value.
 //
 // Happens-before: everything a thread did before signal(v, ...) or signal_external(v) is visible to a thread after
 // query() returned a value >= v, after a poll or wait for a value <= v returned reached, and inside a callback fired
@@ -49,17 +61,20 @@
 // TimelineWaiter). A timeline is neither copyable nor movable (armed waiters point at it). Destroying it with armed
 // waiters fails them (their callbacks run inside the destructor with a std::logic_error, and must not re-arm on it).
 //
-// Failure: signal() and signal_external() throw TimelineOrderError unless the value strictly increases. fail(e) fails
-// every armed waiter and every later wait, and makes every later signal rethrow e. The timeline never terminates the
+// Failure: signal() and signal_external() throw TimelineOrderError unless the value strictly increases; raise(v, f)
+// is the same signal with >= semantics (a no-op returning false when the value is already v or more, or the timeline
+// has failed), for signallers that complete out of order. fail(e) fails every armed waiter and every later wait,
+// drops the promises, and makes every later signal rethrow e. The timeline never terminates the
 // process; a callback must not throw (it is declared noexcept: it runs on the signaller's thread, which has no one to
 // hand the exception to).
 //
 // Cost: query() is one acquire load. signal() takes a spinlock and copies the frontier's live entries into the
 // history (no allocation); firing k waiters adds k + 1 lock round trips and the k callbacks. poll() and an
 // immediately satisfied wait take the lock and copy one frontier (at most 16 entries). A blocking wait that must sleep
-// uses a mutex and a condition variable on the waiting thread's stack. Allocation: the constructor allocates the
-// history ((history + checkpoints) records of about 280 bytes each); nothing else allocates, except the exception
-// objects of errors.
+// uses a mutex and a condition variable on the waiting thread's stack. promise() copies its requirement into the
+// store and scans the armed waiters at or below its value. Allocation: the constructor allocates the history
+// ((history + checkpoints) records of about 280 bytes each) and the promise store (promises records of about 280
+// bytes); nothing else allocates, except the exception objects of errors.
 #pragma once
 
 #include <atomic>
@@ -84,12 +99,15 @@ namespace depengine {
 // queues, a collective channel or two, host axes, with room to spare; larger signals are evicted into taint.
 inline constexpr std::size_t kTimelineFrontierCapacity = 16;
 using TimelineFrontier = KnowledgeFrontier<kTimelineFrontierCapacity>;
+// What a promise says must complete before its value is signalled.
+using TimelineRequirement = RequirementFrontier<kTimelineFrontierCapacity>;
 
 struct TimelineOptions {
   std::string name;                     // for error messages ("timeline 'x': ..."); may be empty
   std::uint32_t history = 32;           // exact records of the newest engine signals; at least 1
   std::uint32_t checkpoints = 8;        // older records kept, thinned; 0 keeps none
   std::uint32_t checkpoint_stride = 0;  // keep every stride-th evicted signal as a checkpoint; 0 means `history`
+  std::uint32_t promises = 8;           // pending promises kept at once; 0 disables promises
 };
 
 // A signal that does not strictly increase the timeline's value. The message names the timeline and both values.
@@ -106,29 +124,36 @@ class TimelineOrderError : public std::invalid_argument {
 
 enum class TimelineWaitStatus : std::uint8_t {
   kReached,   // the value was reached; knowledge() is the import
+  kPromised,  // not reached, but promised to the waiter's owner; requirement() is what must complete first
   kTimedOut,  // not reached before the deadline (a poll's deadline is now)
   kFailed,    // the timeline failed; error() is the failure
 };
 
-// The outcome of a wait. Thread safety: a value; Cost: about 290 bytes (one frontier), copied, never allocated.
+// The outcome of a wait. Thread safety: a value; Cost: about 560 bytes (two frontiers), copied, never allocated.
 class [[nodiscard]] TimelineWaitResult {
  public:
   [[nodiscard]] static TimelineWaitResult reached(const TimelineFrontier& knowledge) noexcept {
-    return TimelineWaitResult(TimelineWaitStatus::kReached, knowledge, nullptr);
+    return TimelineWaitResult(TimelineWaitStatus::kReached, knowledge, {}, nullptr);
+  }
+  [[nodiscard]] static TimelineWaitResult promised(const TimelineRequirement& requirement) noexcept {
+    return TimelineWaitResult(TimelineWaitStatus::kPromised, {}, requirement, nullptr);
   }
   [[nodiscard]] static TimelineWaitResult timed_out() noexcept {
-    return TimelineWaitResult(TimelineWaitStatus::kTimedOut, {}, nullptr);
+    return TimelineWaitResult(TimelineWaitStatus::kTimedOut, {}, {}, nullptr);
   }
   [[nodiscard]] static TimelineWaitResult failed(std::exception_ptr error) noexcept {
-    return TimelineWaitResult(TimelineWaitStatus::kFailed, {}, std::move(error));
+    return TimelineWaitResult(TimelineWaitStatus::kFailed, {}, {}, std::move(error));
   }
 
   [[nodiscard]] TimelineWaitStatus status() const noexcept { return status_; }
   [[nodiscard]] bool is_reached() const noexcept { return status_ == TimelineWaitStatus::kReached; }
+  [[nodiscard]] bool is_promised() const noexcept { return status_ == TimelineWaitStatus::kPromised; }
   [[nodiscard]] bool is_timed_out() const noexcept { return status_ == TimelineWaitStatus::kTimedOut; }
   [[nodiscard]] bool is_failed() const noexcept { return status_ == TimelineWaitStatus::kFailed; }
   // The imported knowledge when reached (tainted when degraded, see the file comment); empty otherwise.
   [[nodiscard]] const TimelineFrontier& knowledge() const noexcept { return knowledge_; }
+  // What must complete before the value is signalled, when promised; empty otherwise.
+  [[nodiscard]] const TimelineRequirement& requirement() const noexcept { return requirement_; }
   // The failure when failed; null otherwise.
   [[nodiscard]] const std::exception_ptr& error() const noexcept { return error_; }
   // Rethrows error() when failed; does nothing otherwise.
@@ -137,11 +162,13 @@ class [[nodiscard]] TimelineWaitResult {
   }
 
  private:
-  TimelineWaitResult(TimelineWaitStatus status, const TimelineFrontier& knowledge, std::exception_ptr error) noexcept
-      : status_(status), knowledge_(knowledge), error_(std::move(error)) {}
+  TimelineWaitResult(TimelineWaitStatus status, const TimelineFrontier& knowledge,
+                     const TimelineRequirement& requirement, std::exception_ptr error) noexcept
+      : status_(status), knowledge_(knowledge), requirement_(requirement), error_(std::move(error)) {}
 
   TimelineWaitStatus status_;
   TimelineFrontier knowledge_;
+  TimelineRequirement requirement_;
   std::exception_ptr error_;
 };
 
@@ -181,8 +208,9 @@ class TimelineWaiter : private detail::TimelineLink {
 
  private:
   friend class Timeline;
-  Callback callback_;        // immutable
-  std::uint64_t value_ = 0;  // written by wait_async before linking; read under the timeline's lock
+  Callback callback_;                    // immutable
+  std::uint64_t value_ = 0;              // written by wait_async before linking; read under the timeline's lock
+  const void* promise_owner_ = nullptr;  // whose promises it takes (null: none); as value_
 };
 
 // A TimelineWaiter that stores a callable inline: fn(const TimelineWaitResult&), which must be noexcept.
@@ -244,9 +272,20 @@ class Timeline {
     signal(value, TimelineFrontier(knowledge));
   }
 
+  // signal() with >= semantics: raises the value to `value` and returns true, or returns false and changes nothing
+  // when the value is already `value` or more (a later signal got there first) or the timeline has failed.
+  bool raise(std::uint64_t value, const TimelineFrontier& knowledge);
+
   // Raises the value from outside the engine (an imported event, another process): no frontier, so the values it
   // reaches are tainted until the engine signals past them. Same errors as signal().
   void signal_external(std::uint64_t value);
+
+  // Promises `value` to the waiters of `owner` (see Promises in the file comment) and fires those armed for a value
+  // <= it; when the store is full, the oldest promise makes room. Returns false, recording nothing, when the promise
+  // would not help or not hold: the timeline has failed or already reached `value`, `value` does not exceed the
+  // newest pending promise, `requirement` is tainted (it would not name everything to wait for), or
+  // TimelineOptions::promises is 0. Throws std::invalid_argument for a null owner.
+  bool promise(std::uint64_t value, const void* owner, const TimelineRequirement& requirement);
 
   // Fails the timeline: every armed waiter's callback runs (on this thread, after the lock is released) with
   // `error`, every later wait returns failed, every later signal rethrows `error`. Returns false (and changes nothing)
@@ -262,11 +301,12 @@ class Timeline {
   static constexpr std::chrono::nanoseconds kForever = std::chrono::nanoseconds::max();
   [[nodiscard]] TimelineWaitResult wait(std::uint64_t value, std::chrono::nanoseconds timeout = kForever);
 
-  // Arms `waiter` for `value`. If the value is already reached or the timeline has failed, the callback runs on this
-  // thread before wait_async returns; otherwise it runs later on the thread that reaches the value or fails the
-  // timeline. Throws std::logic_error (and changes nothing) if `waiter` is armed. O(armed waiters) worst case, O(1)
-  // when values are armed in increasing order.
-  void wait_async(TimelineWaiter& waiter, std::uint64_t value);
+  // Arms `waiter` for `value`, taking the promises of `promise_owner` if not null. If the value is already reached,
+  // promised to that owner, or the timeline has failed, the callback runs on this thread before wait_async returns;
+  // otherwise it runs later on the thread that reaches or promises the value or fails the timeline. Throws
+  // std::logic_error (and changes nothing) if `waiter` is armed. O(armed waiters) worst case, O(1) when values are
+  // armed in increasing or in decreasing order.
+  void wait_async(TimelineWaiter& waiter, std::uint64_t value, const void* promise_owner = nullptr);
 
   // Disarms `waiter`. Returns true if this prevented its callback: it has not run and will not run. Returns false if
   // it was not armed or its callback has already started; in that case cancel returns only after the callback has
@@ -278,14 +318,18 @@ class Timeline {
 
  private:
   struct Record;
+  struct Promise;
   struct Firing;
   class Batch;
 
+  void signal_locked(std::uint64_t value, const TimelineFrontier& knowledge, Batch& batch);
   void publish_value(std::uint64_t value) noexcept;
   void check_order_locked(std::uint64_t value, bool external) const;
   void record_signal_locked(std::uint64_t value, std::uint64_t previous, const TimelineFrontier& knowledge);
   [[nodiscard]] TimelineFrontier import_locked(std::uint64_t value) const;
   void detach_reached_locked(std::uint64_t value, Batch& batch);
+  void detach_promised_locked(std::uint64_t value, const void* owner, Batch& batch);
+  [[nodiscard]] const Promise* find_promise_locked(std::uint64_t value, const void* owner) const;
   void fire(Batch& batch, const TimelineWaitResult& result);
   void link_sorted_locked(TimelineWaiter& waiter);
   [[nodiscard]] bool is_running_locked(const TimelineWaiter& waiter, bool& on_this_thread) const;
@@ -304,12 +348,15 @@ class Timeline {
   std::uint64_t signals_ = 0;     // engine signals so far; guarded by lock_
   std::uint32_t recent_head_ = 0, recent_count_ = 0;          // ring of the newest records; guarded by lock_
   std::uint32_t checkpoint_head_ = 0, checkpoint_count_ = 0;  // ring of the thinned older records; guarded by lock_
+  std::uint32_t promise_head_ = 0, promise_count_ = 0;        // ring of pending promises, by value; guarded by lock_
 
   // Immutable after construction.
   alignas(64) std::unique_ptr<Record[]> records_;  // [0, history): recent ring; [history, history + checkpoints)
   std::uint32_t history_;
   std::uint32_t checkpoints_;
   std::uint32_t stride_;
+  std::unique_ptr<Promise[]> promises_;  // [0, promise_capacity_)
+  std::uint32_t promise_capacity_;
   std::string name_;
 };
 

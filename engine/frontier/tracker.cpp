@@ -155,6 +155,11 @@ std::uint64_t Tracker::completed(TrackedAxis axis) const noexcept {
 
 std::uint64_t Tracker::completed(Axis axis) const noexcept { return completed(find(axis)); }
 
+bool Tracker::has_waiters(TrackedAxis axis) const noexcept {
+  // relaxed: a hint that orders nothing; kWaiters is set and cleared under the slot's lock (park, settle_locked).
+  return axis && (axis.slot_->word.load(std::memory_order_relaxed) & kWaiters) != 0;
+}
+
 bool Tracker::satisfied_entries(std::span<const FrontierEntry> entries) const noexcept {
   for (const FrontierEntry& entry : entries) {
     const TrackerSlot* slot = slot_of(entry.axis);

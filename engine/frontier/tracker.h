@@ -190,6 +190,10 @@ class Tracker {
   bool advance(TrackedAxis axis, std::uint64_t epoch);
   bool advance(Axis axis, std::uint64_t epoch);
 
+  // Whether a waiter may be parked on the axis: someone is waiting for its next completions now. A hint (it may be
+  // stale by the time it returns), for pacing a completion poller; false for an unknown axis. Lock-free.
+  [[nodiscard]] bool has_waiters(TrackedAxis axis) const noexcept;
+
   // The completed epoch (0 for an unknown axis). Lock-free.
   [[nodiscard]] std::uint64_t completed(TrackedAxis axis) const noexcept;
   [[nodiscard]] std::uint64_t completed(Axis axis) const noexcept;

@@ -449,8 +449,9 @@ void StreamExecutor::retire(Stream& s, TaskList& done, std::uint64_t covered) no
   // acquire: pairs with the release in fail_stream().
   const std::exception_ptr failure = s.failed.load(std::memory_order_acquire) ? s.failure() : nullptr;
   if (failure == nullptr) {
-    host_->tracker().advance(s.tracked, covered);  // first: parked successors start while we retire
+    // Ops first, then the axis: a WaitForVar woken by the advance finds their signal fences raised.
     while (Task* task = done.pop_front()) host_->complete_issued(*task, nullptr);
+    host_->tracker().advance(s.tracked, covered);
   } else {
     // Errors first, so that a WaitForVar woken by the failed axis finds the error already noted.
     while (Task* task = done.pop_front()) host_->complete_issued(*task, failure);
@@ -527,8 +528,16 @@ bool StreamExecutor::poll_stream(Stream& s) noexcept {
   return true;
 }
 
-// One round over every stream; then again at once if anything completed, later if nothing did, or not at all when
-// nothing is in flight.
+// Whether anyone waits for a completion now: a CPU successor or a WaitForVar parked on one of our axes.
+bool StreamExecutor::awaited() const noexcept {
+  for (const auto& s : streams_) {
+    if (host_->tracker().has_waiters(s->tracked)) return true;
+  }
+  return false;
+}
+
+// One round over every stream; then, while someone waits for a completion, again at once (for kIdlePolls rounds
+// without progress), else after kPollInterval; not at all when nothing is in flight.
 void StreamExecutor::poll(int idle_rounds) noexcept {
   bool progress = false;
   for (const auto& s : streams_) progress = poll_stream(*s) || progress;
@@ -540,7 +549,7 @@ void StreamExecutor::poll(int idle_rounds) noexcept {
     }
   }
   idle_rounds = progress ? 0 : idle_rounds + 1;
-  if (idle_rounds < kIdlePolls) {
+  if (awaited() && idle_rounds < kIdlePolls) {
     boost::asio::post(io_->context, [this, idle_rounds] { poll(idle_rounds); });
     return;
   }

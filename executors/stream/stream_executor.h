@@ -37,10 +37,13 @@
 //     notification retires many ops.
 //   - kPoll: the io thread queries (try_query, never blocking) the event of the newest issued op of each stream, and
 //     if that is not complete the events of the oldest unretired ops, and retires ops in order while their events
-//     are complete. It polls back to back while ops complete, and after
-//     kIdlePolls rounds without progress every kPollInterval, until no op is in flight. GPU host callbacks stall
-//     their stream until they return (bench_cuda_stream: 5 us per cross-stream kernel, 10.7 us with a callback
-//     each), so on CUDA and HIP polling keeps the device busy; it costs the io thread's CPU while work is pending.
+//     are complete. While someone waits for a completion (a CPU successor or a WaitForVar parked on the tracker for
+//     one of its axes) it polls back to back, and after kIdlePolls rounds without progress every kPollInterval; while
+//     no one does, it polls every kPollInterval only, because each query takes the driver lock that the issuing
+//     thread's launches need (bench_cuda_stream: polling back to back slowed the issue of a kernel chain by a
+//     fifth or more). Until no op is in flight. GPU host callbacks stall their stream until they return
+//     (bench_cuda_stream: 5 us per cross-stream kernel, 10.7 us with a callback each), so on CUDA and HIP polling
+//     keeps the device busy; it costs the io thread's CPU while work is pending.
 // No worker thread ever waits on a device: CPU successors are parked on the tracker by the engine.
 //
 // Errors. A backend failure reported by a notification fails the stream: the ops it covers complete with the
@@ -166,6 +169,7 @@ class StreamExecutor final : public Executor {
   void on_notified(Stream& stream, const std::exception_ptr& error) noexcept;
   void retire(Stream& stream, TaskList& done, std::uint64_t covered) noexcept;
   void start_polling() noexcept;
+  [[nodiscard]] bool awaited() const noexcept;
   void poll(int idle_rounds) noexcept;
   [[nodiscard]] bool poll_stream(Stream& stream) noexcept;
 

@@ -6,6 +6,8 @@
 // Every row runs a chain of N dependent one-thread kernels (each adds 1 to one device counter, checked at the end):
 //   alternating/depengine      engine ops pinned to compute streams 0, 1, 0, 1, ... (every dependency crosses
 //                              streams: one device wait per op, recorded by the executor's events)
+//   alternating-fences/depengine   the alternating chain ordered by a timeline instead of a variable: op i waits
+//                              for t >= i and signals t = i + 1, issued on its predecessor's promise
 //   same-stream/depengine      engine ops on a stream the executor chooses (it keeps the chain on one stream)
 //   alternating/cuda-events    hand-written CUDA: launch, cudaEventRecord, cudaStreamWaitEvent on the other stream
 //                              (the floor any engine pays for a cross-stream dependency)
@@ -30,6 +32,7 @@
 #include "bench/common/report.h"
 #include "bench/executors/cuda_stream/bump_kernel.h"
 #include "engine/engine.h"
+#include "engine/frontier/timeline.h"
 #include "executors/cuda_stream/cuda_stream_backend.h"
 #include "executors/stream/stream_executor.h"
 #include "executors/threadpool/threadpool_executor.h"
@@ -83,8 +86,10 @@ struct CudaEngine {
   }
 };
 
-// A chain of n dependent kernels on the engine; stream -2 alternates 0, 1, 0, ...; -1 lets the executor choose.
-Run depengine_chain(std::size_t n, int placement) {
+// A chain of n dependent kernels on the engine; stream -2 alternates 0, 1, 0, ...; -1 lets the executor choose. The
+// chain is ordered by a variable, or with `by_fences` by a timeline alone.
+Run depengine_chain(std::size_t n, int placement, bool by_fences = false) {
+  Timeline t;  // before the engine: outlives every op that names it
   CudaEngine setup;
   Var x = setup.engine.NewVariable();
   unsigned* counter = setup.counter;
@@ -92,10 +97,19 @@ Run depengine_chain(std::size_t n, int placement) {
   for (std::size_t i = 0; i < n; ++i) {
     PushOptions o;
     o.context = Context{.executor = 1, .stream = placement == -2 ? static_cast<std::int32_t>(i % 2) : placement};
-    setup.engine.Push([counter](const RunContext& ctx) { launch_bump(ctx.stream->native, counter); }, {}, {x}, o);
+    if (by_fences) {
+      o.wait_fences = {Fence{&t, i}};
+      o.signal_fences = {Fence{&t, i + 1}};
+    }
+    setup.engine.Push([counter](const RunContext& ctx) { launch_bump(ctx.stream->native, counter); }, {},
+                      by_fences ? VarList{} : VarList{x}, o);
   }
   const double issue = ns_since(start, n);
-  setup.engine.WaitForVar(x);
+  if (by_fences) {
+    setup.engine.WaitForFence({&t, n});
+  } else {
+    setup.engine.WaitForVar(x);
+  }
   const double total = ns_since(start, n);
   if (setup.value() != n) throw std::runtime_error("depengine chain: wrong counter");
   const StreamStats s = setup.streams.stats();
@@ -229,6 +243,8 @@ int main(int argc, char** argv) {
   records.push_back(measure("alternating", "cuda-events", runs, [&] { return cuda_events_chain(n, false); }));
   records.push_back(measure("alternating", "cuda-events+hostfunc", runs, [&] { return cuda_events_chain(n, true); }));
   records.push_back(measure("alternating", "host-sync", runs, [&] { return host_sync_chain(n); }));
+  records.push_back(
+      measure("alternating-fences", "depengine", runs, [&] { return depengine_chain(n, -2, /*by_fences=*/true); }));
   records.push_back(measure("same-stream", "depengine", runs, [&] { return depengine_chain(n, -1); }));
   records.push_back(measure("round-trip", "depengine", runs, [&] { return depengine_round_trip(pairs); }));
   report(options, records);

@@ -14,6 +14,12 @@
 //   fork-join-4-pinned   the same rounds with the placement written out: the writer and the join on stream 0, the
 //                        reader of x that mutates y_i on stream i. What fork-join-4 costs when its fork does spread
 //                        (the chooser may keep it on fewer streams: streams_used says how many it took)
+//   fence-chain          the alternating chain ordered by a timeline instead of a variable: op i uses no variable,
+//                        waits for t >= i and signals t = i + 1 (PushOptions fences). Each op is issued on the
+//                        promise of its predecessor's signal, with one device wait, as alternating-chain
+//   fence-chain-reversed the same N ops pushed last first: every op but the last pushed waits on the timeline (held
+//                        by the engine, no thread blocked) until the first is pushed, which issues all of them. What
+//                        submitting a whole pipeline before any of it can run costs
 //   same-stream-chain    N ops mutating x with stream -1: the chooser keeps a chain on one stream, where FIFO order
 //                        holds every dependency, so no wait should be issued
 //   cpu-chain            the same N-op chain as CPU ops (executor 0, one worker): the peer that says what a stream op
@@ -62,6 +68,7 @@
 
 #include "bench/common/report.h"
 #include "engine/engine.h"
+#include "engine/frontier/timeline.h"
 #include "executors/host_stream/host_stream_backend.h"
 #include "executors/host_stream/host_task.h"
 #include "executors/stream/stream_executor.h"
@@ -190,6 +197,24 @@ Sample fork_join(Engine& engine, std::uint64_t n, bool pinned) {
   });
 }
 
+// Op i of the chain: stream i % 2, waits for t >= i, signals t = i + 1.
+PushOptions fence_link(Timeline& t, std::uint64_t i) {
+  PushOptions options = on_stream(static_cast<int>(i % 2));
+  options.wait_fences = {Fence{&t, i}};
+  options.signal_fences = {Fence{&t, i + 1}};
+  return options;
+}
+
+Sample fence_chain(Engine& engine, std::uint64_t n, bool reversed) {
+  Timeline t;  // a fresh timeline per run: values start at 0
+  return timed_run<0>(engine, n, [&engine, &t, n, reversed](const std::array<Var, 0>&) {
+    for (std::uint64_t k = 0; k < n; ++k) {
+      const std::uint64_t i = reversed ? n - 1 - k : k;
+      engine.Push(empty_launch, {}, {}, fence_link(t, i));
+    }
+  });
+}
+
 Sample same_stream_chain(Engine& engine, std::uint64_t n) {
   return timed_run<1>(engine, n, [&engine, n](const std::array<Var, 1>& v) {
     for (std::uint64_t i = 0; i < n; ++i) engine.Push(empty_launch, {}, {v[0]}, on_stream(-1));
@@ -261,6 +286,10 @@ int main(int argc, char** argv) try {
                             host_synchronizations, [&] { return fork_join(*engine, n, false); }));
   records.push_back(measure("fork-join-4-pinned", streams, static_cast<int>(kForkWidth), options.runs, true,
                             host_synchronizations, [&] { return fork_join(*engine, n, true); }));
+  records.push_back(measure("fence-chain", streams, 2, options.runs, true, host_synchronizations,
+                            [&] { return fence_chain(*engine, n, false); }));
+  records.push_back(measure("fence-chain-reversed", streams, 2, options.runs, true, host_synchronizations,
+                            [&] { return fence_chain(*engine, n, true); }));
   records.push_back(measure("same-stream-chain", streams, 1, options.runs, true, host_synchronizations,
                             [&] { return same_stream_chain(*engine, n); }));
   records.push_back(measure("cpu-chain", "depengine-threadpool", 1, options.runs, false, host_synchronizations,

@@ -341,6 +341,137 @@ TEST_CASE("Timeline: fail() fails armed waiters, later waits and later signals",
   CHECK_THROWS_AS(t.fail(nullptr), std::invalid_argument);
 }
 
+// ---- raise (>= signals) and promises ---------------------------------------------------------------------------
+
+TEST_CASE("Timeline: raise() signals like signal() but leaves a timeline already at or past the value alone",
+          "[timeline]") {
+  Timeline t;
+  std::uint64_t fired_with = 0;
+  TimelineCallbackWaiter waiter([&](const TimelineWaitResult& r) noexcept {
+    if (r.is_reached() && r.knowledge() == F(3)) fired_with = 3;
+  });
+  t.wait_async(waiter, 2);
+  CHECK(t.raise(3, F(3)));
+  CHECK(fired_with == 3);
+  CHECK(t.query() == 3);
+  CHECK(t.watermark() == 3);
+  CHECK_FALSE(t.raise(2, F(2)));  // a signaller that completed late: the value stays, and so does the import
+  CHECK_FALSE(t.raise(3, F(4)));
+  CHECK(t.query() == 3);
+  CHECK(import_of(t, 2) == F(3));
+  CHECK(t.raise(5, F(5)));
+  CHECK(import_of(t, 4) == F(5));
+  CHECK(t.fail(std::make_exception_ptr(TestError())));
+  CHECK_FALSE(t.raise(9, F(9)));  // a failed timeline is not raised, and raise() does not throw
+  CHECK(t.query() == 5);
+}
+
+TEST_CASE("Timeline: a promise fires the waiters of its owner at or below its value, with its requirement",
+          "[timeline]") {
+  Timeline t;
+  int owner = 0, stranger = 0;  // two schedulers: only their addresses matter
+  const TimelineRequirement first{{kQueue, 7}};
+  const TimelineRequirement second{{kQueue, 9}, {kOther, 3}};
+  std::vector<std::string> log;
+  auto waiter_for = [&log](std::string name) {
+    return [&log, name](const TimelineWaitResult& r) noexcept {
+      log.push_back(name + (r.is_promised() ? ":promised" : r.is_reached() ? ":reached" : ":failed"));
+    };
+  };
+  TimelineRequirement got_low, got_high;
+  TimelineCallbackWaiter low([&](const TimelineWaitResult& r) noexcept {
+    log.push_back("low");
+    got_low = r.requirement();
+  });
+  TimelineCallbackWaiter high([&](const TimelineWaitResult& r) noexcept {
+    log.push_back("high");
+    got_high = r.requirement();
+  });
+  TimelineCallbackWaiter other_owner(waiter_for("stranger"));
+  TimelineCallbackWaiter no_owner(waiter_for("plain"));
+  t.wait_async(low, 2, &owner);
+  t.wait_async(high, 4, &owner);
+  t.wait_async(other_owner, 1, &stranger);
+  t.wait_async(no_owner, 1);
+  CHECK(log.empty());
+
+  CHECK(t.promise(3, &owner, first));  // covers `low` (2 <= 3), not `high` (4)
+  REQUIRE(log == std::vector<std::string>{"low"});
+  CHECK(got_low == first);
+  CHECK(t.query() == 0);            // a promise is not a signal
+  CHECK(t.poll(2).is_timed_out());  // and polls and blocking waits ignore it
+
+  // A waiter armed after the promise takes it at once; one above every promise waits.
+  TimelineRequirement late;
+  TimelineCallbackWaiter late_waiter([&](const TimelineWaitResult& r) noexcept {
+    if (r.is_promised()) late = r.requirement();
+  });
+  t.wait_async(late_waiter, 3, &owner);
+  CHECK(late == first);
+
+  CHECK(t.promise(6, &owner, second));
+  REQUIRE(log.size() == 2);
+  CHECK(log[1] == "high");
+  CHECK(got_high == second);  // the smallest promise >= 4 is the one of 6
+
+  // The signals themselves: the promised waiters have fired already; the others import the signal.
+  t.signal(6, F(6));
+  CHECK(log == std::vector<std::string>{"low", "high", "stranger:reached", "plain:reached"});
+}
+
+TEST_CASE("Timeline: promises are refused when they could not hold or would not help", "[timeline]") {
+  int owner = 0;
+  const TimelineRequirement requirement{{kQueue, 1}};
+  Timeline t({.name = "p", .promises = 2});
+  CHECK_THROWS_AS(t.promise(1, nullptr, requirement), std::invalid_argument);
+  t.signal(2, F(2));
+  CHECK_FALSE(t.promise(2, &owner, requirement));  // already reached
+  CHECK(t.promise(4, &owner, requirement));
+  CHECK_FALSE(t.promise(4, &owner, requirement));  // does not exceed the newest promise
+  CHECK_FALSE(t.promise(3, &owner, requirement));
+  TimelineRequirement incomplete = requirement;
+  incomplete.mark_tainted();
+  CHECK_FALSE(t.promise(5, &owner, incomplete));  // would not name everything to wait for
+  CHECK(t.promise(5, &owner, requirement));
+  // The store holds 2: a third promise evicts the oldest (4), so a late waiter for 3 takes the next one, 5's.
+  const TimelineRequirement of_six{{kQueue, 6}};
+  CHECK(t.promise(6, &owner, of_six));
+  const TimelineRequirement of_five{{kQueue, 5}};
+  CHECK(t.promise(7, &owner, of_five));  // evicts 5: now {6, 7}
+  TimelineRequirement taken;
+  TimelineCallbackWaiter late([&](const TimelineWaitResult& r) noexcept { taken = r.requirement(); });
+  t.wait_async(late, 3, &owner);
+  CHECK(taken == of_six);
+
+  // Reaching a promised value retires the promise: a later waiter imports the signal instead.
+  t.signal(6, F(6));
+  bool reached = false;
+  TimelineCallbackWaiter waiter([&](const TimelineWaitResult& r) noexcept { reached = r.is_reached(); });
+  t.wait_async(waiter, 6, &owner);
+  CHECK(reached);
+
+  // 7 is still promised; an external signal past it retires it, and a failure drops every promise and fails waiters.
+  bool promised = false;
+  TimelineCallbackWaiter waiter7([&](const TimelineWaitResult& r) noexcept { promised = r.is_promised(); });
+  t.wait_async(waiter7, 7, &owner);
+  CHECK(promised);
+  CHECK(t.promise(9, &owner, requirement));
+  t.signal_external(7);
+  TimelineRequirement after_external;
+  TimelineCallbackWaiter waiter8([&](const TimelineWaitResult& r) noexcept { after_external = r.requirement(); });
+  t.wait_async(waiter8, 8, &owner);
+  CHECK(after_external == requirement);  // 9's: 7's promise is gone with the value past it
+  CHECK(t.fail(std::make_exception_ptr(TestError())));
+  bool failed = false;
+  TimelineCallbackWaiter after([&](const TimelineWaitResult& r) noexcept { failed = r.is_failed(); });
+  t.wait_async(after, 9, &owner);
+  CHECK(failed);
+  CHECK_FALSE(t.promise(10, &owner, requirement));
+
+  Timeline none({.promises = 0});
+  CHECK_FALSE(none.promise(1, &owner, requirement));
+}
+
 TEST_CASE("Timeline: an async waiter fires exactly once, and never under the timeline's lock", "[timeline]") {
   Timeline t;
   int fires = 0;

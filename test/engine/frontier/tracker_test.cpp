@@ -160,6 +160,28 @@ TEST_CASE("Tracker: a waiter fires exactly once, when every entry is complete an
   CHECK(now.fires == 2);
 }
 
+TEST_CASE("Tracker: has_waiters tells whether a waiter is parked on an axis", "[tracker]") {
+  Tracker tracker;
+  const Axis a = queue(1), b = queue(2);
+  const TrackedAxis ta = tracker.register_axis(a), tb = tracker.register_axis(b);
+  CHECK_FALSE(tracker.has_waiters(ta));
+  CHECK_FALSE(tracker.has_waiters(TrackedAxis{}));  // unknown
+  Probe probe;
+  TrackerCallbackWaiter waiter(probe.callback());
+  tracker.wait_async(waiter, Requirement{{a, 2}});
+  CHECK(tracker.has_waiters(ta));
+  CHECK_FALSE(tracker.has_waiters(tb));
+  tracker.advance(a, 1);
+  CHECK(tracker.has_waiters(ta));  // not due yet
+  tracker.advance(a, 2);
+  CHECK(probe.fires == 1);
+  CHECK_FALSE(tracker.has_waiters(ta));
+  tracker.wait_async(waiter, Requirement{{b, 1}});
+  CHECK(tracker.has_waiters(tb));
+  CHECK(tracker.cancel(waiter));
+  CHECK_FALSE(tracker.has_waiters(tb));
+}
+
 TEST_CASE("Tracker: one advance fires every due waiter in epoch order, and only those", "[tracker]") {
   Tracker tracker;
   const Axis a = queue(1);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -118,6 +119,86 @@ TEST_CASE("random mixed CPU and stream workloads equal serial execution", "[stre
       CHECK(stats.host_synchronizations == 0);
       CHECK(stats.notifications <= stats.ops_issued);
       CHECK((completion == StreamCompletion::kPoll) == (stats.notifications == 0));
+    }
+}
+
+TEST_CASE("random workloads ordered by variables and by fences equal serial execution",
+          "[stream_executor][random][fences]") {
+  // Besides the variables, kChannels values are ordered by timelines alone: the n-th op on channel k waits for
+  // t[k] >= n and raises t[k] to n + 1, like an exclusive use of a variable. Every few ops a run of channel-only ops is
+  // pushed last-first, so waiters are pushed before their signallers (held by the engine, then issued on a promise
+  // or run when the value is reached).
+  constexpr std::size_t kVars = 8, kChannels = 3;
+  const std::size_t kOps = sized(600, 200, 300);
+  for (const StreamCompletion completion : kCompletions)
+    for (const std::uint64_t seed : test_seeds()) {
+      const StreamEngineSetup setup{
+          .devices = 2, .compute_streams = 2, .copy_streams = 1, .workers = 2, .completion = completion};
+      CAPTURE(name_of(completion), seed);
+      Watchdog watchdog("random fence workload");
+      watchdog.note("seed " + std::to_string(seed));
+      std::mt19937_64 rng(seed);
+      Engine engine(stream_engine_options(setup));
+      std::vector<Var> vars;
+      for (std::size_t i = 0; i < kVars; ++i) vars.push_back(engine.NewVariable());
+      std::vector<std::unique_ptr<Timeline>> timelines;
+      for (std::size_t k = 0; k < kChannels; ++k) timelines.push_back(std::make_unique<Timeline>());
+      // values[0, kVars): the variables; values[kVars + k]: channel k.
+      std::vector<std::uint64_t> values(kVars + kChannels, 0), serial(kVars + kChannels, 0);
+      std::vector<std::uint64_t> uses(kChannels, 0);  // ops pushed on each channel so far
+
+      struct Pending {
+        std::uint64_t id;
+        RandomOp op;
+      };
+      auto push = [&](const Pending& p) {
+        std::vector<Var> reads, writes;
+        for (const std::size_t r : p.op.reads) reads.push_back(vars[r]);
+        for (const std::size_t w : p.op.writes) {
+          if (w < kVars) writes.push_back(vars[w]);
+        }
+        if (p.op.on_stream) {
+          engine.Push([&values, p](const RunContext& ctx) { launch(ctx, [&values, p] { apply(p.id, p.op, values); }); },
+                      reads, writes, p.op.options);
+        } else {
+          engine.Push([&values, p] { apply(p.id, p.op, values); }, reads, writes, p.op.options);
+        }
+      };
+      // Puts `op` on channel k: it folds the channel's value and takes the channel's next fence pair.
+      auto on_channel = [&](RandomOp& op, std::size_t k) {
+        op.writes.push_back(kVars + k);
+        const std::uint64_t n = uses[k]++;
+        op.options.wait_fences = {Fence{timelines[k].get(), n}};
+        op.options.signal_fences = {Fence{timelines[k].get(), n + 1}};
+      };
+
+      std::uint64_t id = 0;
+      while (id < kOps) {
+        if (rng() % 8 == 0) {  // a run of channel-only ops, pushed last-first
+          const std::size_t k = rng() % kChannels, run = 2 + rng() % 4;
+          std::vector<Pending> batch;
+          for (std::size_t i = 0; i < run; ++i) {
+            RandomOp op = random_op(rng, kVars, setup);
+            op.reads.clear();
+            op.writes.clear();
+            on_channel(op, k);
+            batch.push_back({++id, op});
+            apply(id, op, serial);
+          }
+          for (auto it = batch.rbegin(); it != batch.rend(); ++it) push(*it);
+          continue;
+        }
+        RandomOp op = random_op(rng, kVars, setup);
+        if (rng() % 3 == 0) on_channel(op, rng() % kChannels);
+        const Pending p{++id, op};
+        push(p);
+        apply(id, op, serial);
+      }
+      for (std::size_t k = 0; k < kChannels; ++k) engine.WaitForFence({timelines[k].get(), uses[k]});
+      engine.WaitForAll();
+      CHECK(values == serial);
+      for (std::size_t k = 0; k < kChannels; ++k) CHECK(timelines[k]->query() == uses[k]);
+      CHECK(stream_executor(engine).stats().host_synchronizations == 0);
     }
 }
 
