@@ -1,0 +1,145 @@
+// MemoryPool: blocks of host or device memory reused by frontier dominance, without fences (DESIGN.md section 6; the
+// seeds' "Buffer Reuse" and "Stream-ordered Allocations").
+//
+// A block is released with its death frontier: what must complete before anyone else may touch it (the signals of its
+// last users, known when their work is issued, not when it finishes). acquire(bytes, alignment, view) then hands out,
+// in this order of preference:
+//   1. a free block whose death frontier the acquirer's knowledge dominates: its stream has already waited for every
+//      last user (or runs after them in FIFO order), so the block is reused with no synchronisation at all;
+//   2. a free block whose death frontier the tracker shows complete;
+//   3. "try before you fence": the free block with the fewest entries neither known to the acquirer nor complete, if
+//      there are at most MemoryPoolOptions::max_fence_waits of them and the acquirer can wait on a device: the
+//      view's wait callback is handed exactly those entries (the acquirer's stream waits for them), and the block is
+//      reused;
+//   4. a fresh block from the BlockSource, if the limit allows (trimming free blocks already complete to make room);
+//   5. nothing (std::nullopt): the pool is at its limit and no block can be reused yet. The caller waits for
+//      releases or completions and tries again (the engine does this as a pending op, not a blocked thread).
+// A request larger than the limit throws std::length_error at once.
+//
+// Size classes. Blocks come in powers of two from 256 bytes; a request takes the smallest class that holds it (and its
+// alignment), and a block serves only its class. Internal fragmentation is below 50% of a block (a request of 2^k + 1
+// bytes takes 2^(k+1)); blocks are never split or coalesced, so memory freed in one class serves only that class until
+// it is trimmed (returned to the source) to make room under the limit. Within a class the most recently released
+// block is preferred (warm in caches, and the most likely to be dominated by a stream that just used it).
+//
+// Taint. A death frontier that did not fit its capacity (kMaxEngineAxes entries) is tainted: it lost entries, so no
+// dominance or tracker query can prove its users complete. Such a block is held apart and never handed out until
+// reclaim_tainted(), which the owner calls when it knows every earlier user has completed (the engine after a full
+// wait); then it is reused like a block with an empty death frontier.
+//
+// Thread safety: every member may be called from any thread, concurrently; one mutex guards the pool, and neither the
+// source nor the wait callback is called while it is held. Cost: acquire scans the free blocks of one class (three
+// passes at most, each a frontier comparison of a few entries per block); release appends one record; both allocate
+// only when a free list grows past its capacity so far. Growth and trimming call the source.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "engine/frontier/frontier.h"
+#include "engine/frontier/tracker.h"
+#include "executors/executor.h"  // kMaxEngineAxes
+#include "memory/block_source.h"
+
+namespace depengine {
+
+// What must complete before a released block may be touched again: the signals of its last users.
+using DeathFrontier = RequirementFrontier<kMaxEngineAxes>;
+// What an acquiring stream knows has happened before the work it enqueues from now on.
+using StreamKnowledge = KnowledgeFrontier<kMaxEngineAxes>;
+
+struct MemoryPoolOptions {
+  std::string name;                     // for error messages; may be empty
+  std::size_t limit = ~std::size_t{0};  // bytes held from the source at most (in use + free)
+  std::uint32_t max_fence_waits = 2;    // step 3: waits an acquirer may take on to reuse a block
+};
+
+// A block handed out by acquire(): give it back with release(). `bytes` is its size class, at least what was asked.
+struct PoolBlock {
+  void* data = nullptr;
+  std::size_t bytes = 0;
+};
+
+// The acquiring side: what it knows, where completion is tracked, and whether it can wait on a device.
+struct AcquireView {
+  const StreamKnowledge* knowledge = nullptr;  // the acquiring stream's knowledge; null: knows nothing (a host thread)
+  const Tracker* tracker = nullptr;            // completed epochs of the axes in death frontiers; null: none known
+  // Makes the acquirer wait for every entry of `entries` before it touches the block (a stream's device waits on the
+  // events of those epochs). Null: the acquirer cannot wait (step 3 is skipped). Called without the pool's lock; if
+  // it throws, the block goes back to the pool and acquire() rethrows.
+  void (*wait)(void* context, const DeathFrontier& entries) = nullptr;
+  void* wait_context = nullptr;
+};
+
+struct MemoryPoolStats {
+  std::uint64_t reuse_dominated = 0;    // step 1: reused with no synchronisation
+  std::uint64_t reuse_complete = 0;     // step 2
+  std::uint64_t reuse_with_waits = 0;   // step 3
+  std::uint64_t waits_added = 0;        // step 3: entries handed to the wait callback
+  std::uint64_t fresh_allocations = 0;  // step 4
+  std::uint64_t trimmed = 0;            // free blocks returned to the source to make room
+  std::uint64_t refused = 0;            // step 5: acquires that returned nothing
+  std::uint64_t tainted_blocks = 0;     // held apart now, waiting for reclaim_tainted()
+  std::size_t bytes_in_use = 0;         // handed out and not released
+  std::size_t peak_bytes_in_use = 0;
+  std::size_t bytes_held = 0;  // from the source: in use, free, and tainted
+  std::size_t peak_bytes_held = 0;
+};
+
+class MemoryPool {
+ public:
+  static constexpr unsigned kMinClassShift = 8;  // the smallest block: 256 bytes
+
+  explicit MemoryPool(std::unique_ptr<BlockSource> source, MemoryPoolOptions options = {});
+  // Returns every free and tainted block to the source. Blocks still handed out are the caller's bug (asserted);
+  // they are not freed.
+  ~MemoryPool();
+  MemoryPool(const MemoryPool&) = delete;
+  MemoryPool& operator=(const MemoryPool&) = delete;
+
+  // A block of at least `bytes` (> 0) aligned to `alignment` (a power of two, at most the source's max_alignment()),
+  // chosen as the file comment says; std::nullopt when the limit leaves no room. Throws std::length_error for a
+  // request larger than the limit, std::invalid_argument for a zero size or a bad alignment, and whatever the source
+  // or the wait callback throws.
+  [[nodiscard]] std::optional<PoolBlock> acquire(std::size_t bytes, std::size_t alignment, const AcquireView& view);
+
+  // Gives `block` back with its death frontier (copied). Throws std::invalid_argument for a block this pool did not
+  // hand out (null data or a size that is not a size class).
+  void release(const PoolBlock& block, const DeathFrontier& death);
+
+  // Makes the tainted blocks reusable: the caller knows every user of every block released so far has completed.
+  void reclaim_tainted();
+
+  [[nodiscard]] MemoryPoolStats stats() const;
+  [[nodiscard]] const std::string& name() const noexcept { return name_; }
+
+ private:
+  struct FreeBlock {
+    void* data;
+    DeathFrontier death;
+  };
+  static constexpr unsigned kClasses = 64 - kMinClassShift;
+
+  [[nodiscard]] std::size_t alignment_of(unsigned size_class) const noexcept;
+  [[nodiscard]] std::optional<FreeBlock> take_reusable_locked(unsigned size_class, const AcquireView& view,
+                                                              DeathFrontier& waits);
+  [[nodiscard]] bool make_room_locked(std::size_t bytes, const AcquireView& view, std::vector<PoolBlock>& trim);
+  void note_in_use_locked(std::size_t bytes) noexcept;
+
+  const std::unique_ptr<BlockSource> source_;
+  const std::size_t limit_;
+  const std::uint32_t max_fence_waits_;
+  const std::string name_;
+
+  mutable std::mutex mutex_;
+  std::vector<FreeBlock> free_[kClasses];  // per size class, oldest release first; guarded by mutex_
+  std::vector<PoolBlock> tainted_;         // guarded by mutex_
+  MemoryPoolStats stats_;                  // guarded by mutex_
+};
+
+}  // namespace depengine
