@@ -119,12 +119,14 @@ class Engine {
     finish_push(op, reads, mutates);
   }
 
-  // Schedules the deletion of `var` after every op pushed on it so far; `deleter` (callable as deleter()) runs then.
-  // Every copy of `var` is dead from this call on. Throws Error for a null, deleted or foreign variable.
+  // Schedules the deletion of `var` after every op pushed on it so far; `deleter` (callable as deleter() or
+  // deleter(const RunContext&)) runs then, on the executor `options` names (on a stream executor: when the deletion is
+  // issued, with RunContext::stream). Every copy of `var` is dead from this call on. Throws Error for a null, deleted
+  // or foreign variable.
   template <class F>
   void DeleteVariable(Var var, F&& deleter, const PushOptions& options = {}) {
-    static_assert(std::invocable<std::decay_t<F>&>,
-                  "DeleteVariable(var, deleter): deleter must be callable as deleter()");
+    static_assert(SyncOpFunction<F>,
+                  "DeleteVariable(var, deleter): deleter must be callable as deleter() or deleter(const RunContext&)");
     delete_variable(var, detail::OpFunction::make<false>(std::forward<F>(deleter)), options);
   }
   void DeleteVariable(Var var) {

@@ -5,6 +5,8 @@
 #include <exception>
 #include <string_view>
 
+#include "executors/executor.h"  // WaitFrontier
+
 namespace depengine {
 
 class Executor;
@@ -24,6 +26,10 @@ struct RunContext {
   // executors/stream/stream_executor.h). The function enqueues its device work there and returns; the op completes
   // when that work has. Null for CPU executors.
   const StreamPlacement* stream = nullptr;
+  // For an op of a stream executor: its wait frontier, the signals of the ops it depends on (its stream waits for
+  // them, or already follows them, before the work enqueued now). What a deletion hands a memory pool as the death
+  // frontier of a block (memory/buffer.h). Null for CPU executors.
+  const WaitFrontier* waits = nullptr;
 };
 
 // The completion of an asynchronous op (PushAsync). Call it exactly once, from any thread, when the op's work is

@@ -96,8 +96,8 @@ class MemoryPool {
   static constexpr unsigned kMinClassShift = 8;  // the smallest block: 256 bytes
 
   explicit MemoryPool(std::unique_ptr<BlockSource> source, MemoryPoolOptions options = {});
-  // Returns every free and tainted block to the source. Blocks still handed out are the caller's bug (asserted);
-  // they are not freed.
+  // Returns every free and tainted block to the source. Blocks still handed out are not freed (their holder may still
+  // use them: a free that was never issued because its stream failed, for one).
   ~MemoryPool();
   MemoryPool(const MemoryPool&) = delete;
   MemoryPool& operator=(const MemoryPool&) = delete;

@@ -485,6 +485,7 @@ bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry s
     const RunningScope running(this, &ready);
     RunContext ctx{op->name, -1, op->executor()};
     ctx.stream = &where;
+    ctx.waits = &op->requirement;
     try {
       op->fn(ctx, nullptr);
     } catch (...) {  // the op failed while issuing: its error, attached to what it mutates; its work may be enqueued

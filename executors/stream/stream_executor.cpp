@@ -163,6 +163,18 @@ StreamExecutor::Stream* StreamExecutor::find(Axis axis) const noexcept {
   return nullptr;
 }
 
+const KnowledgeFrontier<kMaxEngineAxes>& StreamExecutor::knowledge(const StreamPlacement& where) const {
+  const Stream* s = find(where.axis);
+  if (s == nullptr) throw std::invalid_argument(name_ + ": knowledge() of a placement on another executor's stream");
+  return s->knowledge;
+}
+
+void StreamExecutor::wait_for(const StreamPlacement& where, const WaitFrontier& entries) {
+  Stream* s = find(where.axis);
+  if (s == nullptr) throw std::invalid_argument(name_ + ": wait_for() on a placement of another executor's stream");
+  issue_waits(*s, entries);
+}
+
 StreamExecutor::Stream* StreamExecutor::stream_at(std::uint32_t device, StreamKind kind,
                                                   std::uint32_t index) const noexcept {
   if (device >= devices_ || index >= streams(kind)) return nullptr;

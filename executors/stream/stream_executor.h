@@ -149,6 +149,16 @@ class StreamExecutor final : public Executor {
   // The axis of stream `index` of `kind` on `device`. Throws std::out_of_range.
   [[nodiscard]] Axis axis(std::uint32_t device, StreamKind kind, std::uint32_t index) const;
 
+  // For the function of a stream op while it is being issued on `where` (its RunContext::stream), on that thread and
+  // during that call only: what the stream knows has happened before the work enqueued now (its own earlier epochs
+  // included), and making it wait for more, exactly as for an op's wait frontier (waits it already implies, or that
+  // have completed, are elided and counted so). Memory pools use them to reuse blocks without a fence (memory/).
+  // Throw std::invalid_argument for a placement of another executor; wait_for throws what the backend's wait throws.
+  [[nodiscard]] const KnowledgeFrontier<kMaxEngineAxes>& knowledge(const StreamPlacement& where) const;
+  void wait_for(const StreamPlacement& where, const WaitFrontier& entries);
+  // The engine's tracker, on which this executor's axes complete. Valid once the engine has started the executor.
+  [[nodiscard]] const Tracker& tracker() const noexcept { return host_->tracker(); }
+
   [[nodiscard]] StreamStats stats() const noexcept;
   // Throws std::out_of_range.
   [[nodiscard]] StreamStats stats(std::uint32_t device, StreamKind kind, std::uint32_t index) const;

@@ -260,9 +260,19 @@ TEST_CASE("placement: devices, kinds, pinned streams, and what a stream op's fun
   CHECK(streams.stats().ops_issued == 3);
   // A CPU op sees no stream.
   bool cpu_stream_null = false;
-  engine.Push([&](const RunContext& ctx) { cpu_stream_null = ctx.stream == nullptr; }, {}, {v});
+  engine.Push([&](const RunContext& ctx) { cpu_stream_null = ctx.stream == nullptr && ctx.waits == nullptr; }, {}, {v});
   engine.WaitForVar(v);
   CHECK(cpu_stream_null);
+  // A stream op sees its wait frontier: here the signal of the last op on v, issued on device 0's copy stream.
+  WaitFrontier waits;
+  engine.Push([&](const RunContext& ctx) { waits = *ctx.waits; }, {v}, {}, on_stream(0, 0, StreamKind::kCopy));
+  engine.WaitForVar(v);
+  CHECK(waits == WaitFrontier{});  // the last op on v was a CPU op: it completed, nothing to wait for
+  Var w = engine.NewVariable();
+  engine.Push([](const RunContext&) {}, {}, {w}, on_stream(0, 0, StreamKind::kCompute));
+  engine.Push([&](const RunContext& ctx) { waits = *ctx.waits; }, {w}, {}, on_stream(1, 0, StreamKind::kCompute));
+  engine.WaitForVar(w);
+  CHECK(waits == WaitFrontier{{streams.axis(0, StreamKind::kCompute, 0), 1}});
 }
 
 TEST_CASE("bad placement and misuse get clear errors", "[stream_executor][errors]") {

@@ -1,0 +1,99 @@
+#include "memory/buffer.h"
+
+#include <string>
+#include <utility>
+
+#include "executors/stream/stream_executor.h"
+
+namespace depengine {
+namespace {
+
+StreamExecutor& stream_executor_at(Engine& engine, std::uint32_t index) {
+  auto* executor = dynamic_cast<StreamExecutor*>(&engine.executor(index));
+  if (executor == nullptr) {
+    throw Error("Buffers: engine executor " + std::to_string(index) + " (" +
+                std::string(engine.executor(index).name()) + ") is not a StreamExecutor");
+  }
+  return *executor;
+}
+
+// Where an alloca op is issued: its executor and placement, for the pool's wait callback.
+struct WaitTarget {
+  StreamExecutor* executor;
+  const StreamPlacement* where;
+  static void wait(void* self, const DeathFrontier& entries) {
+    auto* target = static_cast<WaitTarget*>(self);
+    target->executor->wait_for(*target->where, entries);
+  }
+};
+
+}  // namespace
+
+Buffers::Buffers(Engine& engine, std::uint32_t stream_executor, BuffersOptions options)
+    : engine_(engine),
+      executor_index_(stream_executor),
+      executor_(stream_executor_at(engine, stream_executor)),
+      alignment_(options.alignment) {
+  for (std::uint32_t device = 0; device < executor_.devices(); ++device) {
+    pools_.push_back(std::make_unique<MemoryPool>(
+        std::make_unique<DeviceBlockSource>(executor_.backend(), static_cast<int>(device)),
+        MemoryPoolOptions{.name = "device " + std::to_string(device), .max_fence_waits = options.max_fence_waits}));
+  }
+}
+
+Buffers::~Buffers() = default;
+
+MemoryPool& Buffers::pool(std::uint32_t device) const {
+  if (device >= pools_.size()) {
+    throw Error("Buffers: device " + std::to_string(device) + " does not exist; the stream executor has " +
+                std::to_string(pools_.size()) + " device(s)");
+  }
+  return *pools_[device];
+}
+
+Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t stream, StreamKind kind) {
+  if (bytes == 0) throw Error("Buffers::allocate: 0 bytes");
+  MemoryPool& from = pool(device);
+  Buffer buffer;
+  buffer.state_ = std::make_shared<Buffer::State>();
+  buffer.state_->bytes = bytes;
+  buffer.state_->device = device;
+  buffer.var_ = engine_.NewVariable();
+  PushOptions options;
+  options.context = Context{.executor = executor_index_, .device = device, .stream_kind = kind, .stream = stream};
+  options.name = "alloca";
+  StreamExecutor* executor = &executor_;
+  const std::size_t alignment = alignment_;
+  engine_.Push(
+      [state = buffer.state_, &from, executor, alignment](const RunContext& ctx) {
+        WaitTarget target{executor, ctx.stream};
+        const AcquireView view{&executor->knowledge(*ctx.stream), &executor->tracker(), &WaitTarget::wait, &target};
+        std::optional<PoolBlock> block = from.acquire(state->bytes, alignment, view);
+        if (!block) throw Error("Buffers::allocate: " + from.name() + " is at its limit");  // unbounded: not reached
+        state->block = *block;
+      },
+      {}, {buffer.var_}, options);
+  return buffer;
+}
+
+void Buffers::deallocate(Buffer& buffer, std::int32_t stream, StreamKind kind) {
+  if (buffer.state_ == nullptr) throw Error("Buffers::deallocate: null buffer");
+  MemoryPool& to = pool(buffer.state_->device);
+  PushOptions options;
+  options.context =
+      Context{.executor = executor_index_, .device = buffer.state_->device, .stream_kind = kind, .stream = stream};
+  options.name = "dealloca";
+  engine_.DeleteVariable(
+      buffer.var_,
+      [state = buffer.state_, &to](const RunContext& ctx) {
+        if (state->block.data == nullptr) return;  // the allocation failed: nothing to give back
+        // A deletion mutates the variable, so its wait frontier holds the signals of every use since the last write and
+        // of that write, whose own completion implies the uses before it: once these have completed, every user has.
+        // Any stream that knows them, the one this deletion is issued on included, reuses the block at once.
+        to.release(state->block, *ctx.waits);
+      },
+      options);
+  buffer = Buffer{};
+}
+
+}  // namespace depengine

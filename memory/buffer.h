@@ -1,0 +1,95 @@
+// Buffer and Buffers: a variable plus a block of one device's memory (the minimal NDArray the examples need), whose
+// allocation and free are stream-ordered engine ops (the seed's alloca/dealloca).
+//
+//   depengine::Buffers buffers(engine, /*stream_executor=*/1);
+//   depengine::Buffer x = buffers.allocate(bytes, /*device=*/0);     // an op on a stream of device 0
+//   engine.Push([x](const RunContext& ctx) { fill<<<..., ctx.stream->native>>>(x.data()); }, {}, {x.var()}, on_gpu);
+//   buffers.deallocate(x);                                           // after every op pushed on x.var()
+//
+// allocate() pushes the alloca op, which mutates the buffer's variable. When that op is issued, it takes a block from
+// the device's MemoryPool with what its stream knows, so memory is committed just before its first use: a block whose
+// last users the stream already follows is reused with no synchronisation, and one it does not is reused after device
+// waits on exactly the missing entries (memory/memory_pool.h). deallocate() pushes the dealloca op, DeleteVariable on a
+// stream of the device. When it is issued, after every earlier use, the block returns to the pool with the death
+// frontier of its last users' signals (the deletion's wait frontier, RunContext::waits). That happens at issue, not
+// when the device finishes, so a later allocation on a stream that already follows those users reuses the block at
+// once: the stream of the last use, or one that has waited for it.
+//
+// Every op that uses the buffer names its variable, so data() is written (by the alloca op) before any of them runs
+// or is issued. A failed allocation (the device is out of memory) is the alloca op's error, on the variable.
+// Pools here are unbounded: an allocation that does not fit fails with the device's out-of-memory error. Bounded
+// pools that hold an allocation back until releases make room are not here yet.
+//
+// Thread safety: Buffers may be used from any thread, concurrently; a Buffer is a value whose copies name one buffer.
+// Lifetime: destroy Buffers after the engine has completed the frees (WaitForAll after the last deallocate), and before
+// the engine: its pools return their free blocks to the stream executor's backend.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "engine/engine.h"
+#include "memory/memory_pool.h"
+
+namespace depengine {
+
+class StreamExecutor;
+
+class Buffer {
+ public:
+  Buffer() = default;  // a null buffer
+
+  [[nodiscard]] Var var() const noexcept { return var_; }
+  // The block: read it inside an op that uses var() (when it runs, or is issued), pushed after allocate() and before
+  // deallocate(), and hand the pointer to the device work the op enqueues. Null if the allocation failed (the
+  // variable carries the error) or for a null buffer.
+  [[nodiscard]] void* data() const noexcept { return state_ != nullptr ? state_->block.data : nullptr; }
+  [[nodiscard]] std::size_t bytes() const noexcept { return state_ != nullptr ? state_->bytes : 0; }
+  [[nodiscard]] std::uint32_t device() const noexcept { return state_ != nullptr ? state_->device : 0; }
+
+ private:
+  friend class Buffers;
+  struct State {
+    std::size_t bytes = 0;
+    std::uint32_t device = 0;
+    PoolBlock block;  // written by the alloca op, read by the ops after it (ordered by the variable)
+  };
+  Var var_;
+  std::shared_ptr<State> state_;
+};
+
+struct BuffersOptions {
+  std::size_t alignment = 256;        // of every block (at most the backend's 256)
+  std::uint32_t max_fence_waits = 2;  // MemoryPoolOptions::max_fence_waits of each device's pool
+};
+
+class Buffers {
+ public:
+  // Pools for every device of engine.executor(stream_executor). Throws Error if that is not a StreamExecutor.
+  Buffers(Engine& engine, std::uint32_t stream_executor, BuffersOptions options = {});
+  Buffers(const Buffers&) = delete;
+  Buffers& operator=(const Buffers&) = delete;
+  ~Buffers();
+
+  // Pushes the allocation of `bytes` (> 0) on `device`, on stream `stream` of `kind` (-1: the executor chooses).
+  // Throws Error for a bad device or a zero size.
+  [[nodiscard]] Buffer allocate(std::size_t bytes, std::uint32_t device, std::int32_t stream = -1,
+                                StreamKind kind = StreamKind::kCompute);
+  // Pushes the free of `buffer` after every op pushed on its variable, on stream `stream` of the buffer's device
+  // (-1: the executor chooses; it keeps it behind the buffer's last user). `buffer`, and every copy of it, is dead
+  // from this call on. Throws Error for a null or already freed buffer.
+  void deallocate(Buffer& buffer, std::int32_t stream = -1, StreamKind kind = StreamKind::kCompute);
+
+  [[nodiscard]] MemoryPool& pool(std::uint32_t device) const;
+
+ private:
+  Engine& engine_;
+  const std::uint32_t executor_index_;
+  StreamExecutor& executor_;
+  const std::size_t alignment_;
+  std::vector<std::unique_ptr<MemoryPool>> pools_;  // one per device; immutable after construction
+};
+
+}  // namespace depengine
