@@ -29,19 +29,43 @@ struct WaitTarget {
 
 }  // namespace
 
+// A bounded allocation's block was granted (or the source failed): complete the reservation op.
+void Buffer::Reservation::granted(ReserveWaiter& self, const PoolBlock& block, const DeathFrontier& death,
+                                  std::exception_ptr error) noexcept {
+  State* state = static_cast<Reservation&>(self).state;
+  if (error == nullptr) {
+    state->block = block;
+    state->death = death;
+  }
+  const Completion done = *state->reserved;  // a copy: the op may be recycled once it is called
+  done(std::move(error));                    // throws only when called twice, which a pool never does
+}
+
 Buffers::Buffers(Engine& engine, std::uint32_t stream_executor, BuffersOptions options)
     : engine_(engine),
       executor_index_(stream_executor),
       executor_(stream_executor_at(engine, stream_executor)),
-      alignment_(options.alignment) {
+      alignment_(options.alignment),
+      bounded_(options.limit != ~std::size_t{0}),
+      cpu_executor_(options.cpu_executor) {
+  if (bounded_ && engine.executor(cpu_executor_).issues_ahead()) {
+    throw Error("Buffers: BuffersOptions::cpu_executor " + std::to_string(cpu_executor_) +
+                " is a stream executor; bounded pools run their reservations on a CPU executor");
+  }
   for (std::uint32_t device = 0; device < executor_.devices(); ++device) {
-    pools_.push_back(std::make_unique<MemoryPool>(
-        std::make_unique<DeviceBlockSource>(executor_.backend(), static_cast<int>(device)),
-        MemoryPoolOptions{.name = "device " + std::to_string(device), .max_fence_waits = options.max_fence_waits}));
+    if (bounded_) order_.push_back(engine.NewVariable());
+    pools_.push_back(
+        std::make_unique<MemoryPool>(std::make_unique<DeviceBlockSource>(executor_.backend(), static_cast<int>(device)),
+                                     MemoryPoolOptions{.name = "device " + std::to_string(device),
+                                                       .limit = options.limit,
+                                                       .max_fence_waits = options.max_fence_waits,
+                                                       .tracker = &executor_.tracker()}));
   }
 }
 
-Buffers::~Buffers() = default;
+Buffers::~Buffers() {
+  for (const Var& order : order_) engine_.DeleteVariable(order);
+}
 
 MemoryPool& Buffers::pool(std::uint32_t device) const {
   if (device >= pools_.size()) {
@@ -54,6 +78,13 @@ MemoryPool& Buffers::pool(std::uint32_t device) const {
 Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t stream, StreamKind kind) {
   if (bytes == 0) throw Error("Buffers::allocate: 0 bytes");
   MemoryPool& from = pool(device);
+  if (bounded_) {
+    try {
+      (void)from.block_bytes(bytes, alignment_);
+    } catch (const std::exception& e) {
+      throw Error(std::string("Buffers::allocate: ") + e.what());
+    }
+  }
   Buffer buffer;
   buffer.state_ = std::make_shared<Buffer::State>();
   buffer.state_->bytes = bytes;
@@ -64,6 +95,23 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
   options.name = "alloca";
   StreamExecutor* executor = &executor_;
   const std::size_t alignment = alignment_;
+  if (bounded_) {
+    // The reservation: completed by the pool when it grants a block (now, or at a later free); the stream op then
+    // waits on the device for that block's last users, as far as its stream does not already follow them. It also
+    // mutates the device's order variable, so reservations are granted in push order, as a serial run would make
+    // them: a later allocation never takes the memory an earlier one waits for (which could deadlock a program whose
+    // frees depend on the earlier one).
+    engine_.PushAsync(
+        [state = buffer.state_, &from, alignment](Completion done) {
+          state->reserved.emplace(done);
+          from.reserve(state->bytes, alignment, state->reservation);
+        },
+        {}, {buffer.var_, order_[device]}, PushOptions{.context = {.executor = cpu_executor_}, .name = "reserve"});
+    engine_.Push(
+        [state = buffer.state_, executor](const RunContext& ctx) { executor->wait_for(*ctx.stream, state->death); }, {},
+        {buffer.var_}, options);
+    return buffer;
+  }
   engine_.Push(
       [state = buffer.state_, &from, executor, alignment](const RunContext& ctx) {
         WaitTarget target{executor, ctx.stream};

@@ -17,8 +17,14 @@
 //
 // Every op that uses the buffer names its variable, so data() is written (by the alloca op) before any of them runs
 // or is issued. A failed allocation (the device is out of memory) is the alloca op's error, on the variable.
-// Pools here are unbounded: an allocation that does not fit fails with the device's out-of-memory error. Bounded
-// pools that hold an allocation back until releases make room are not here yet.
+// Bounded pools (BuffersOptions::limit): an allocation that does not fit under the limit waits as a pending op, not a
+// blocked thread, until frees make room. allocate() then pushes two ops on the variable: a reservation on a CPU
+// executor (an async op that MemoryPool::reserve completes when a block is granted, possibly from a free issued
+// later), then the alloca op on the stream, which waits on the device for the granted block's death frontier.
+// Reservations on one device are granted in push order (they share an order variable), as a serial run would grant
+// them: an allocation waits only for frees of buffers allocated before it, so a program that runs serially within the
+// limit runs here too, pipelined as far as the limit allows. One larger than the limit is an Error at once.
+// A free block of another size class is trimmed for a request only once its users have completed (on the tracker).
 //
 // Thread safety: Buffers may be used from any thread, concurrently; a Buffer is a value whose copies name one buffer.
 // Lifetime: destroy Buffers after the engine has completed the frees (WaitForAll after the last deallocate), and before
@@ -28,6 +34,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <optional>
 #include <vector>
 
 #include "engine/engine.h"
@@ -51,18 +58,33 @@ class Buffer {
 
  private:
   friend class Buffers;
+  struct State;
+  // The pending reservation of a bounded allocation: completes the reservation op when the pool grants a block.
+  struct Reservation final : ReserveWaiter {
+    explicit Reservation(State* owner) noexcept : ReserveWaiter(&granted), state(owner) {}
+    static void granted(ReserveWaiter& self, const PoolBlock& block, const DeathFrontier& death,
+                        std::exception_ptr error) noexcept;
+    State* state;
+  };
   struct State {
     std::size_t bytes = 0;
     std::uint32_t device = 0;
-    PoolBlock block;  // written by the alloca op, read by the ops after it (ordered by the variable)
+    PoolBlock block;  // written by the alloca (or reservation) op, read by the ops after it (ordered by the variable)
+    // Bounded pools only: the reservation op's completion, and the granted block's death frontier, which the alloca
+    // op makes its stream wait for. Written before that completion is called, read by the alloca op after it.
+    std::optional<Completion> reserved;
+    DeathFrontier death;
+    Reservation reservation{this};
   };
   Var var_;
   std::shared_ptr<State> state_;
 };
 
 struct BuffersOptions {
-  std::size_t alignment = 256;        // of every block (at most the backend's 256)
-  std::uint32_t max_fence_waits = 2;  // MemoryPoolOptions::max_fence_waits of each device's pool
+  std::size_t alignment = 256;          // of every block (at most the backend's 256)
+  std::uint32_t max_fence_waits = 2;    // MemoryPoolOptions::max_fence_waits of each device's pool
+  std::size_t limit = ~std::size_t{0};  // bytes each device's pool may hold (see Bounded pools above)
+  std::uint32_t cpu_executor = 0;       // the engine's CPU executor that runs reservations (bounded pools only)
 };
 
 class Buffers {
@@ -74,7 +96,7 @@ class Buffers {
   ~Buffers();
 
   // Pushes the allocation of `bytes` (> 0) on `device`, on stream `stream` of `kind` (-1: the executor chooses).
-  // Throws Error for a bad device or a zero size.
+  // Throws Error for a bad device, a zero size, or (bounded pools) a request larger than the limit.
   [[nodiscard]] Buffer allocate(std::size_t bytes, std::uint32_t device, std::int32_t stream = -1,
                                 StreamKind kind = StreamKind::kCompute);
   // Pushes the free of `buffer` after every op pushed on its variable, on stream `stream` of the buffer's device
@@ -89,7 +111,10 @@ class Buffers {
   const std::uint32_t executor_index_;
   StreamExecutor& executor_;
   const std::size_t alignment_;
+  const bool bounded_;
+  const std::uint32_t cpu_executor_;
   std::vector<std::unique_ptr<MemoryPool>> pools_;  // one per device; immutable after construction
+  std::vector<Var> order_;  // bounded pools: one per device, mutated by every reservation (push order)
 };
 
 }  // namespace depengine

@@ -20,15 +20,20 @@ bool complete(const DeathFrontier& death, const Tracker* tracker) noexcept {
 
 }  // namespace
 
+MemoryPool::StuckWaiter::StuckWaiter(MemoryPool* owner) noexcept
+    : TrackerWaiter(&MemoryPool::on_stuck_complete), pool(owner) {}
+
 MemoryPool::MemoryPool(std::unique_ptr<BlockSource> source, MemoryPoolOptions options)
     : source_(std::move(source)),
       limit_(options.limit),
       max_fence_waits_(options.max_fence_waits),
-      name_(std::move(options.name)) {
+      name_(std::move(options.name)),
+      tracker_(options.tracker) {
   if (source_ == nullptr) throw std::invalid_argument(quoted(name_) + ": null BlockSource");
 }
 
 MemoryPool::~MemoryPool() {
+  if (tracker_ != nullptr) (void)tracker_->cancel(stuck_waiter_);  // returns once a running callback has finished
   for (unsigned c = 0; c < kClasses; ++c) {
     for (const FreeBlock& block : free_[c])
       source_->deallocate(block.data, std::size_t{1} << (c + kMinClassShift), alignment_of(c));
@@ -43,20 +48,28 @@ std::size_t MemoryPool::alignment_of(unsigned size_class) const noexcept {
   return std::min(std::size_t{1} << (size_class + kMinClassShift), source_->max_alignment());
 }
 
-std::optional<PoolBlock> MemoryPool::acquire(std::size_t bytes, std::size_t alignment, const AcquireView& view) {
-  if (bytes == 0) throw std::invalid_argument(quoted(name_) + ": acquire of 0 bytes");
+unsigned MemoryPool::size_class_of(std::size_t bytes, std::size_t alignment) const {
+  if (bytes == 0) throw std::invalid_argument(quoted(name_) + ": a request of 0 bytes");
   if (!std::has_single_bit(alignment) || alignment > source_->max_alignment()) {
     throw std::invalid_argument(quoted(name_) + ": alignment " + std::to_string(alignment) +
                                 " is not a power of two of at most " + std::to_string(source_->max_alignment()));
   }
   const std::size_t need = std::max({bytes, alignment, std::size_t{1} << kMinClassShift});
-  const unsigned shift = static_cast<unsigned>(std::bit_width(need - 1));
+  const auto shift = static_cast<unsigned>(std::bit_width(need - 1));
   if (shift >= 64 || (std::size_t{1} << shift) > limit_) {
     throw std::length_error(quoted(name_) + ": a request of " + std::to_string(bytes) +
                             " bytes is larger than the pool's limit of " + std::to_string(limit_) + " bytes");
   }
-  const unsigned size_class = shift - kMinClassShift;
-  const std::size_t block_bytes = std::size_t{1} << shift;
+  return shift - kMinClassShift;
+}
+
+std::size_t MemoryPool::block_bytes(std::size_t bytes, std::size_t alignment) const {
+  return std::size_t{1} << (size_class_of(bytes, alignment) + kMinClassShift);
+}
+
+std::optional<PoolBlock> MemoryPool::acquire(std::size_t bytes, std::size_t alignment, const AcquireView& view) {
+  const unsigned size_class = size_class_of(bytes, alignment);
+  const std::size_t block_bytes = std::size_t{1} << (size_class + kMinClassShift);
 
   DeathFrontier waits;
   std::optional<FreeBlock> reused;
@@ -188,27 +201,179 @@ void MemoryPool::release(const PoolBlock& block, const DeathFrontier& death) {
                                 std::to_string(block.bytes) + " bytes)");
   }
   const auto size_class = static_cast<unsigned>(std::countr_zero(block.bytes)) - kMinClassShift;
-  std::lock_guard lock(mutex_);
-  if (block.bytes > stats_.bytes_in_use) {
-    throw std::invalid_argument(quoted(name_) + ": release of more bytes than are handed out");
+  std::vector<Grant> grants;
+  std::vector<PoolBlock> trim;
+  bool arm = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (block.bytes > stats_.bytes_in_use) {
+      throw std::invalid_argument(quoted(name_) + ": release of more bytes than are handed out");
+    }
+    stats_.bytes_in_use -= block.bytes;
+    if (death.tainted()) {
+      tainted_.push_back(block);
+      ++stats_.tainted_blocks;
+      return;
+    }
+    free_[size_class].push_back(FreeBlock{block.data, death});
+    if (queue_head_ != nullptr) arm = serve_locked(grants, trim);
   }
-  stats_.bytes_in_use -= block.bytes;
-  if (death.tainted()) {
-    tainted_.push_back(block);
-    ++stats_.tainted_blocks;
-    return;
-  }
-  free_[size_class].push_back(FreeBlock{block.data, death});
+  finish_serving(grants, trim, arm);
 }
 
 void MemoryPool::reclaim_tainted() {
-  std::lock_guard lock(mutex_);
-  for (const PoolBlock& block : tainted_) {
-    const auto size_class = static_cast<unsigned>(std::countr_zero(block.bytes)) - kMinClassShift;
-    free_[size_class].push_back(FreeBlock{block.data, DeathFrontier{}});
+  std::vector<Grant> grants;
+  std::vector<PoolBlock> trim;
+  bool arm = false;
+  {
+    std::lock_guard lock(mutex_);
+    for (const PoolBlock& block : tainted_) {
+      const auto size_class = static_cast<unsigned>(std::countr_zero(block.bytes)) - kMinClassShift;
+      free_[size_class].push_back(FreeBlock{block.data, DeathFrontier{}});
+    }
+    tainted_.clear();
+    stats_.tainted_blocks = 0;
+    if (queue_head_ != nullptr) arm = serve_locked(grants, trim);
   }
-  tainted_.clear();
-  stats_.tainted_blocks = 0;
+  finish_serving(grants, trim, arm);
+}
+
+// --- Reservations ----------------------------------------------------------------------------------------------
+
+void MemoryPool::reserve(std::size_t bytes, std::size_t alignment, ReserveWaiter& waiter) {
+  waiter.size_class_ = size_class_of(bytes, alignment);
+  waiter.next_ = nullptr;
+  std::vector<Grant> grants;
+  std::vector<PoolBlock> trim;
+  bool arm = false;
+  {
+    std::lock_guard lock(mutex_);
+    if (queue_tail_ != nullptr) {
+      queue_tail_->next_ = &waiter;
+    } else {
+      queue_head_ = &waiter;
+    }
+    queue_tail_ = &waiter;
+    arm = serve_locked(grants, trim);
+    bool queued = false;
+    for (const ReserveWaiter* w = queue_head_; w != nullptr && !queued; w = w->next_) queued = w == &waiter;
+    if (queued) ++stats_.reservations_queued;
+  }
+  finish_serving(grants, trim, arm);
+}
+
+// A block of `size_class` for a reservation: a free one of the class whatever its death frontier (the holder waits for
+// it), preferring one already complete; else room for a fresh one (out.data null). False when neither.
+bool MemoryPool::try_reserve_locked(unsigned size_class, FreeBlock& out, std::vector<PoolBlock>& trim) {
+  std::vector<FreeBlock>& list = free_[size_class];
+  const std::size_t bytes = std::size_t{1} << (size_class + kMinClassShift);
+  if (!list.empty()) {
+    std::size_t pick = list.size() - 1;  // the newest, unless an older one has completed
+    bool done = false;
+    for (std::size_t i = list.size(); i-- > 0;) {
+      if (complete(list[i].death, tracker_)) {
+        pick = i;
+        done = true;
+        break;
+      }
+    }
+    out = std::move(list[pick]);
+    list.erase(list.begin() + static_cast<std::ptrdiff_t>(pick));
+    ++(done ? stats_.reuse_complete : stats_.reuse_reserved);
+    note_in_use_locked(bytes);
+    return true;
+  }
+  if (!make_room_locked(bytes, AcquireView{nullptr, tracker_}, trim)) return false;
+  stats_.bytes_held += bytes;
+  stats_.peak_bytes_held = std::max(stats_.peak_bytes_held, stats_.bytes_held);
+  ++stats_.fresh_allocations;
+  note_in_use_locked(bytes);
+  out.data = nullptr;
+  out.death = DeathFrontier{};
+  return true;
+}
+
+// Grants every queued reservation that can be served now, first-fit in arrival order. Returns whether the caller must
+// arm the stuck waiter: requests remain, and a free block whose users still run could be trimmed once they complete.
+bool MemoryPool::serve_locked(std::vector<Grant>& grants, std::vector<PoolBlock>& trim) {
+  ReserveWaiter* prev = nullptr;
+  for (ReserveWaiter* w = queue_head_; w != nullptr;) {
+    ReserveWaiter* next = w->next_;
+    FreeBlock block{};
+    if (try_reserve_locked(w->size_class_, block, trim)) {
+      (prev != nullptr ? prev->next_ : queue_head_) = next;
+      if (queue_tail_ == w) queue_tail_ = prev;
+      grants.push_back(Grant{w, std::move(block)});
+    } else {
+      prev = w;
+    }
+    w = next;
+  }
+  if (queue_head_ == nullptr || tracker_ == nullptr || stuck_armed_) return false;
+  for (unsigned c = 0; c < kClasses; ++c) {
+    for (const FreeBlock& block : free_[c]) {
+      if (!block.death.tainted() && !complete(block.death, tracker_)) {
+        stuck_requirement_ = block.death;
+        stuck_armed_ = true;
+        return true;
+      }
+    }
+  }
+  return false;  // every free block is complete, or none is free: releases will serve the queue
+}
+
+// After the lock: returns trimmed blocks, allocates fresh ones, runs the granted callbacks, arms the stuck waiter.
+void MemoryPool::finish_serving(std::vector<Grant>& grants, std::vector<PoolBlock>& trim, bool arm_stuck) {
+  for (const PoolBlock& block : trim) {
+    const auto c = static_cast<unsigned>(std::countr_zero(block.bytes)) - kMinClassShift;
+    source_->deallocate(block.data, block.bytes, alignment_of(c));
+  }
+  for (Grant& grant : grants) {
+    const unsigned c = grant.waiter->size_class_;
+    const std::size_t bytes = std::size_t{1} << (c + kMinClassShift);
+    if (grant.block.data != nullptr) {
+      grant.waiter->callback_(*grant.waiter, PoolBlock{grant.block.data, bytes}, grant.block.death, nullptr);
+      continue;
+    }
+    void* data = nullptr;
+    try {
+      data = source_->allocate(bytes, alignment_of(c));
+    } catch (...) {
+      {
+        std::lock_guard lock(mutex_);
+        stats_.bytes_held -= bytes;
+        stats_.bytes_in_use -= bytes;
+        --stats_.fresh_allocations;
+      }
+      grant.waiter->callback_(*grant.waiter, PoolBlock{}, DeathFrontier{}, std::current_exception());
+      continue;
+    }
+    grant.waiter->callback_(*grant.waiter, PoolBlock{data, bytes}, DeathFrontier{}, nullptr);
+  }
+  if (!arm_stuck) return;
+  try {
+    tracker_->wait_async(stuck_waiter_, stuck_requirement_);  // may fire here, taking the lock: none is held
+  } catch (...) {  // an axis the tracker does not know: releases alone will serve the queue
+    std::lock_guard lock(mutex_);
+    stuck_armed_ = false;
+  }
+}
+
+// The users of the free block the queue was stuck behind have completed (or their axis failed): serve it again.
+void MemoryPool::on_stuck_complete(TrackerWaiter& waiter, std::exception_ptr /*error*/) noexcept {
+  MemoryPool* pool = static_cast<StuckWaiter&>(waiter).pool;
+  std::vector<Grant> grants;
+  std::vector<PoolBlock> trim;
+  bool arm = false;
+  try {
+    {
+      std::lock_guard lock(pool->mutex_);
+      pool->stuck_armed_ = false;
+      arm = pool->serve_locked(grants, trim);
+    }
+    pool->finish_serving(grants, trim, arm);
+  } catch (...) {  // vector growth failed: the queue waits for the next release
+  }
 }
 
 MemoryPoolStats MemoryPool::stats() const {

@@ -16,6 +16,15 @@
 //      releases or completions and tries again (the engine does this as a pending op, not a blocked thread).
 // A request larger than the limit throws std::length_error at once.
 //
+// Reservations (bounded pools under an engine, memory/buffer.h). reserve(bytes, alignment, waiter) is the host-side,
+// asynchronous form for a holder whose stream is not known yet: it takes a free block of the size class whatever its
+// death frontier (handing that frontier to the waiter, whose stream must wait for it before touching the block),
+// preferring one the tracker shows complete; else a fresh block within the limit. When neither is possible the waiter
+// is queued, and served when a release, or the completion of the users of a free block that could be trimmed, makes
+// room. Queued requests are served first-fit in arrival order, not strictly FIFO: a request that fits is never held
+// behind one that does not (forward progress while any request fits; a large request may wait while smaller ones
+// pass).
+//
 // Size classes. Blocks come in powers of two from 256 bytes; a request takes the smallest class that holds it (and its
 // alignment), and a block serves only its class. Internal fragmentation is below 50% of a block (a request of 2^k + 1
 // bytes takes 2^(k+1)); blocks are never split or coalesced, so memory freed in one class serves only that class until
@@ -35,6 +44,7 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -57,6 +67,9 @@ struct MemoryPoolOptions {
   std::string name;                     // for error messages; may be empty
   std::size_t limit = ~std::size_t{0};  // bytes held from the source at most (in use + free)
   std::uint32_t max_fence_waits = 2;    // step 3: waits an acquirer may take on to reuse a block
+  // Where the users of released blocks complete: lets queued reservations wait for the completion of a free block's
+  // users (to trim it), not only for releases. Must outlive the pool. Null: releases only.
+  Tracker* tracker = nullptr;
 };
 
 // A block handed out by acquire(): give it back with release(). `bytes` is its size class, at least what was asked.
@@ -76,16 +89,37 @@ struct AcquireView {
   void* wait_context = nullptr;
 };
 
+// A reservation (MemoryPool::reserve): an intrusive node the caller owns, which must outlive its callback's start.
+// The callback runs exactly once: with the block and the death frontier its holder must wait for, or with the error
+// the source threw. It runs on the reserving thread, or later on a releasing or completing thread, never under the
+// pool's lock, and must not throw.
+class ReserveWaiter {
+ public:
+  using Callback = void (*)(ReserveWaiter& self, const PoolBlock& block, const DeathFrontier& death,
+                            std::exception_ptr error) noexcept;
+  explicit ReserveWaiter(Callback callback) noexcept : callback_(callback) {}
+  ReserveWaiter(const ReserveWaiter&) = delete;
+  ReserveWaiter& operator=(const ReserveWaiter&) = delete;
+
+ private:
+  friend class MemoryPool;
+  Callback callback_;
+  ReserveWaiter* next_ = nullptr;  // the pool's queue; guarded by its mutex
+  unsigned size_class_ = 0;
+};
+
 struct MemoryPoolStats {
-  std::uint64_t reuse_dominated = 0;    // step 1: reused with no synchronisation
-  std::uint64_t reuse_complete = 0;     // step 2
-  std::uint64_t reuse_with_waits = 0;   // step 3
-  std::uint64_t waits_added = 0;        // step 3: entries handed to the wait callback
-  std::uint64_t fresh_allocations = 0;  // step 4
-  std::uint64_t trimmed = 0;            // free blocks returned to the source to make room
-  std::uint64_t refused = 0;            // step 5: acquires that returned nothing
-  std::uint64_t tainted_blocks = 0;     // held apart now, waiting for reclaim_tainted()
-  std::size_t bytes_in_use = 0;         // handed out and not released
+  std::uint64_t reuse_dominated = 0;      // step 1: reused with no synchronisation
+  std::uint64_t reuse_complete = 0;       // step 2
+  std::uint64_t reuse_with_waits = 0;     // step 3
+  std::uint64_t waits_added = 0;          // step 3: entries handed to the wait callback
+  std::uint64_t fresh_allocations = 0;    // step 4
+  std::uint64_t trimmed = 0;              // free blocks returned to the source to make room
+  std::uint64_t refused = 0;              // step 5: acquires that returned nothing
+  std::uint64_t reservations_queued = 0;  // reserve() calls that had to wait
+  std::uint64_t reuse_reserved = 0;       // reservations given a free block whose users had not all completed
+  std::uint64_t tainted_blocks = 0;       // held apart now, waiting for reclaim_tainted()
+  std::size_t bytes_in_use = 0;           // handed out and not released
   std::size_t peak_bytes_in_use = 0;
   std::size_t bytes_held = 0;  // from the source: in use, free, and tainted
   std::size_t peak_bytes_held = 0;
@@ -108,6 +142,13 @@ class MemoryPool {
   // or the wait callback throws.
   [[nodiscard]] std::optional<PoolBlock> acquire(std::size_t bytes, std::size_t alignment, const AcquireView& view);
 
+  // The size of the block a request of `bytes` at `alignment` takes. Throws as reserve() does for a bad request.
+  [[nodiscard]] std::size_t block_bytes(std::size_t bytes, std::size_t alignment) const;
+
+  // Reserves a block for `waiter` (see Reservations in the file comment). Throws std::length_error for a request
+  // larger than the limit and std::invalid_argument for a zero size or a bad alignment, before queueing anything.
+  void reserve(std::size_t bytes, std::size_t alignment, ReserveWaiter& waiter);
+
   // Gives `block` back with its death frontier (copied). Throws std::invalid_argument for a block this pool did not
   // hand out (null data or a size that is not a size class).
   void release(const PoolBlock& block, const DeathFrontier& death);
@@ -124,6 +165,21 @@ class MemoryPool {
     DeathFrontier death;
   };
   static constexpr unsigned kClasses = 64 - kMinClassShift;
+  // A reservation decided under the lock, completed (fresh allocation, callback) after it.
+  struct Grant {
+    ReserveWaiter* waiter;
+    FreeBlock block;  // data null: allocate fresh
+  };
+  struct StuckWaiter final : TrackerWaiter {
+    explicit StuckWaiter(MemoryPool* owner) noexcept;
+    MemoryPool* pool;
+  };
+
+  [[nodiscard]] unsigned size_class_of(std::size_t bytes, std::size_t alignment) const;
+  [[nodiscard]] bool try_reserve_locked(unsigned size_class, FreeBlock& out, std::vector<PoolBlock>& trim);
+  [[nodiscard]] bool serve_locked(std::vector<Grant>& grants, std::vector<PoolBlock>& trim);
+  void finish_serving(std::vector<Grant>& grants, std::vector<PoolBlock>& trim, bool arm_stuck);
+  static void on_stuck_complete(TrackerWaiter& waiter, std::exception_ptr error) noexcept;
 
   [[nodiscard]] std::size_t alignment_of(unsigned size_class) const noexcept;
   [[nodiscard]] std::optional<FreeBlock> take_reusable_locked(unsigned size_class, const AcquireView& view,
@@ -140,6 +196,14 @@ class MemoryPool {
   std::vector<FreeBlock> free_[kClasses];  // per size class, oldest release first; guarded by mutex_
   std::vector<PoolBlock> tainted_;         // guarded by mutex_
   MemoryPoolStats stats_;                  // guarded by mutex_
+  ReserveWaiter* queue_head_ = nullptr;    // queued reservations, in arrival order; guarded by mutex_
+  ReserveWaiter* queue_tail_ = nullptr;    // guarded by mutex_
+  // Armed on the tracker for stuck_requirement_ while reservations are queued and a free block that could be trimmed
+  // for them still has users running. stuck_armed_ and stuck_requirement_ are guarded by mutex_.
+  Tracker* const tracker_;
+  StuckWaiter stuck_waiter_{this};
+  DeathFrontier stuck_requirement_;
+  bool stuck_armed_ = false;
 };
 
 }  // namespace depengine

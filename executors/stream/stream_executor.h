@@ -157,7 +157,7 @@ class StreamExecutor final : public Executor {
   [[nodiscard]] const KnowledgeFrontier<kMaxEngineAxes>& knowledge(const StreamPlacement& where) const;
   void wait_for(const StreamPlacement& where, const WaitFrontier& entries);
   // The engine's tracker, on which this executor's axes complete. Valid once the engine has started the executor.
-  [[nodiscard]] const Tracker& tracker() const noexcept { return host_->tracker(); }
+  [[nodiscard]] Tracker& tracker() const noexcept { return host_->tracker(); }
 
   [[nodiscard]] StreamStats stats() const noexcept;
   // Throws std::out_of_range.

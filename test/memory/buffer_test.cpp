@@ -116,8 +116,20 @@ TEST_CASE("Buffers: a block freed on one stream and allocated on another costs e
   }
 }
 
+void random_buffers(std::size_t limit);
+
 TEST_CASE("Buffers: random allocations, writes, checked reads and frees never see a block reused early",
           "[memory][buffers][random]") {
+  // Unbounded pools (every allocation acquires at issue), and pools of 16 KiB per device (allocations of up to 8 KiB
+  // blocks wait for frees, and take blocks whose users may still run, with device waits).
+  for (const std::size_t limit : {~std::size_t{0}, std::size_t{16} * 1024}) {
+    DYNAMIC_SECTION((limit == ~std::size_t{0} ? std::string("unbounded") : std::string("bounded"))) {
+      random_buffers(limit);
+    }
+  }
+}
+
+void random_buffers(std::size_t limit) {
   // Slots of buffers on 2 devices x 2 compute streams, each stream with a random simulated device time. Every write
   // fills its block with a fresh byte; every read (on a stream, or on the CPU) checks the whole block holds the last
   // byte written. A block handed to a new buffer while an old user could still run would show as a wrong byte (and,
@@ -132,7 +144,7 @@ TEST_CASE("Buffers: random allocations, writes, checked reads and frees never se
     Engine engine(stream_engine_options({.devices = 2, .compute_streams = 2, .workers = 2}));
     std::atomic<int> wrong{0};
     {
-      Buffers buffers(engine, kStream);
+      Buffers buffers(engine, kStream, {.limit = limit});
       for (std::uint32_t device = 0; device < 2; ++device) {
         for (std::int32_t index = 0; index < 2; ++index) {
           const auto delay = std::chrono::microseconds(rng() % 3 == 0 ? 0 : rng() % 100);
@@ -203,8 +215,92 @@ TEST_CASE("Buffers: random allocations, writes, checked reads and frees never se
       CHECK(wrong.load() == 0);
       const MemoryPoolStats stats = buffers.pool(0).stats();
       CHECK(stats.bytes_in_use == 0);
-      CHECK(stats.reuse_dominated + stats.reuse_complete + stats.reuse_with_waits > 0);
+      CHECK(stats.reuse_dominated + stats.reuse_complete + stats.reuse_with_waits + stats.reuse_reserved > 0);
     }
+  }
+}
+
+TEST_CASE("Buffers: two jobs that fit a bounded pool only one at a time run one after the other, nothing blocked",
+          "[memory][buffers]") {
+  // The seed's example scaled down: jobs of 400 KiB in a 512 KiB pool. Both are pushed at once from this thread; the
+  // second allocation waits as a pending op until the first job's free, and then takes its block.
+  Watchdog watchdog("bounded jobs");
+  Engine engine(stream_engine_options({.compute_streams = 2}));
+  {
+    constexpr std::size_t kJob = 400 * 1024;
+    Buffers buffers(engine, kStream, {.limit = 512 * 1024});
+    CHECK_THROWS_WITH((void)buffers.allocate(600 * 1024, 0), Catch::Contains("larger than the pool's limit"));
+    StreamGate gate;
+    void* data[2] = {nullptr, nullptr};
+    bool checked[2] = {false, false};
+    for (int job = 0; job < 2; ++job) {
+      Buffer b = buffers.allocate(kJob, 0);
+      const auto value = static_cast<unsigned char>(job + 1);
+      engine.Push(
+          [&, b, value, job](const RunContext& ctx) {
+            if (job == 0) launch(ctx, [&] { gate.hold(); });
+            fill(ctx, b.data(), b.bytes(), value);
+          },
+          {}, {b.var()}, on_stream(job));
+      engine.Push(
+          [&, b, value, job] {
+            data[job] = b.data();
+            checked[job] = holds(b.data(), b.bytes(), value);
+          },
+          {b.var()}, {}, PushOptions{.context = {.executor = kCpu}});
+      buffers.deallocate(b);
+    }
+    // The first job is held on its stream; the second's reservation is queued, no thread blocked.
+    CHECK(wait_until([&] { return buffers.pool(0).stats().reservations_queued == 1; }));
+    gate.open();
+    engine.WaitForAll();
+    CHECK(checked[0]);
+    CHECK(checked[1]);
+    CHECK(data[1] == data[0]);
+    const MemoryPoolStats stats = buffers.pool(0).stats();
+    CHECK(stats.fresh_allocations == 1);
+    CHECK(stats.peak_bytes_held == 512 * 1024);
+  }
+}
+
+TEST_CASE("Buffers: pipelined training steps complete in a pool bounded to one step's memory", "[memory][buffers]") {
+  // Per step: activations a0, a1 on stream 0, then gradients g1, g0 on stream 1, each gradient reading its
+  // activation and the next gradient, frees as soon as the last user is pushed, and an update on stream 0 reading g0.
+  // Steps are pushed 8 at a time into a pool that holds one step's transient blocks (4) and the weight: every
+  // allocation of a later step must wait for frees of an earlier one, whatever order the reservation ops run in. Were
+  // reservations granted out of push order, a later step's activations could take the memory an earlier step's
+  // gradients wait for, whose frees depend on them: a deadlock (the watchdog would fail the test).
+  Watchdog watchdog("bounded pipelined steps");
+  Engine engine(stream_engine_options({.compute_streams = 2}));
+  {
+    constexpr std::size_t kBlock = 4096;
+    Buffers buffers(engine, kStream, {.limit = 5 * kBlock});
+    Buffer w = buffers.allocate(kBlock, 0, 0);
+    auto op = [](const RunContext& ctx) { launch(ctx, [] {}); };
+    const int steps = static_cast<int>(sized(64, 16, 32));
+    for (int s = 0; s < steps; s += 8) {
+      for (int k = 0; k < 8 && s + k < steps; ++k) {
+        Buffer a0 = buffers.allocate(kBlock, 0, 0);
+        engine.Push(op, {w.var()}, {a0.var()}, on_stream(0));
+        Buffer a1 = buffers.allocate(kBlock, 0, 0);
+        engine.Push(op, {a0.var(), w.var()}, {a1.var()}, on_stream(0));
+        Buffer g1 = buffers.allocate(kBlock, 0, 1);
+        engine.Push(op, {a1.var()}, {g1.var()}, on_stream(1));
+        buffers.deallocate(a1);
+        Buffer g0 = buffers.allocate(kBlock, 0, 1);
+        engine.Push(op, {a0.var(), g1.var()}, {g0.var()}, on_stream(1));
+        buffers.deallocate(a0);
+        buffers.deallocate(g1);
+        engine.Push(op, {g0.var()}, {w.var()}, on_stream(0));
+        buffers.deallocate(g0);
+      }
+      engine.WaitForAll();
+    }
+    buffers.deallocate(w);
+    engine.WaitForAll();
+    const MemoryPoolStats stats = buffers.pool(0).stats();
+    CHECK(stats.peak_bytes_held <= 5 * kBlock);
+    CHECK(stats.bytes_in_use == 0);
   }
 }
 

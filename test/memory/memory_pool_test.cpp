@@ -11,6 +11,7 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
+#include <exception>
 #include <memory>
 #include <random>
 #include <stdexcept>
@@ -237,6 +238,68 @@ TEST_CASE("MemoryPool: two jobs that fit only one at a time run one after the ot
   CHECK(second.data == first.data);
   CHECK(pool->stats().peak_bytes_held == 512 * 1024);
   pool->release(second, {});
+}
+
+// Records what a reservation was granted.
+struct Reservation : ReserveWaiter {
+  Reservation() noexcept : ReserveWaiter(&granted) {}
+  static void granted(ReserveWaiter& self, const PoolBlock& block, const DeathFrontier& death,
+                      std::exception_ptr error) noexcept {
+    auto& r = static_cast<Reservation&>(self);
+    r.block = block;
+    r.death = death;
+    r.error = std::move(error);
+    ++r.calls;
+  }
+  PoolBlock block;
+  DeathFrontier death;
+  std::exception_ptr error;
+  int calls = 0;
+};
+
+TEST_CASE(
+    "MemoryPool: reservations are granted at once, or queued and served first-fit by releases and by "
+    "completions",
+    "[memory]") {
+  Fixture f;
+  MemoryPool pool(std::make_unique<HostBlockSource>(), {.limit = 2048, .tracker = &f.tracker});
+  Reservation a, b, big, small;
+  pool.reserve(1024, 8, a);
+  pool.reserve(1024, 8, b);
+  REQUIRE(a.calls == 1);
+  REQUIRE(b.calls == 1);
+  CHECK(pool.stats().fresh_allocations == 2);
+  CHECK_THROWS_AS(pool.reserve(4096, 8, big), std::length_error);  // larger than the limit: nothing queued
+  pool.reserve(2048, 8, big);                                      // no room: queued
+  pool.reserve(1024, 8, small);                                    // no room either: queued behind it
+  CHECK(big.calls == 0);
+  CHECK(small.calls == 0);
+  CHECK(pool.stats().reservations_queued == 2);
+
+  // A release serves the queue first-fit: the 1024-byte request takes the freed block, whose users still run (its
+  // holder waits for the death frontier handed with it), and passes the 2048-byte one, which does not fit.
+  pool.release(a.block, DeathFrontier{{kA, 3}});
+  REQUIRE(small.calls == 1);
+  CHECK(small.block.data == a.block.data);
+  CHECK(small.death == DeathFrontier{{kA, 3}});
+  CHECK(big.calls == 0);
+  CHECK(pool.stats().reuse_reserved == 1);
+
+  // Room for 2048 bytes needs both 1024-byte blocks trimmed: one is free and complete, the other's users still run,
+  // so the queue waits on the tracker for them and is served on the thread that completes them.
+  pool.release(small.block, {});
+  pool.release(b.block, DeathFrontier{{kB, 2}});
+  CHECK(big.calls == 0);
+  f.tracker.advance(kB, 2);
+  REQUIRE(big.calls == 1);
+  CHECK(big.error == nullptr);
+  CHECK(big.block.bytes == 2048);
+  CHECK(big.death.empty());
+  const MemoryPoolStats stats = pool.stats();
+  CHECK(stats.trimmed == 2);
+  CHECK(stats.bytes_held == 2048);
+  CHECK(stats.peak_bytes_held == 2048);
+  pool.release(big.block, {});
 }
 
 TEST_CASE("MemoryPool: a wait callback that throws gives the block back", "[memory]") {
