@@ -187,6 +187,11 @@ OpRecord* EngineCore::make_record(const PushOptions& options, bool async) {
   }
   check_fences(options.wait_fences, "wait_fences");
   check_fences(options.signal_fences, "signal_fences");
+  return record_for(executor, options, async);
+}
+
+// A pooled record for an op of `executor`, with every field a push sets from its options.
+OpRecord* EngineCore::record_for(Executor* executor, const PushOptions& options, bool async) {
   OpRecord* op = RecordPool::acquire();
   op->prepare(this, executor, options.priority);
   op->place(options.context.device, options.context.stream_kind, options.context.stream);
@@ -304,9 +309,7 @@ void EngineCore::delete_variable(Var var, OpFunction deleter, const PushOptions&
 
 // Pushes an engine-internal op that uses `var` alone, exclusively, without counting as a mutation.
 void EngineCore::push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn) {
-  OpRecord* op = make_record(PushOptions{}, false);
-  op->prepare(this, &internal_, 0);
-  op->no_skip = true;
+  OpRecord* op = record_for(&internal_, PushOptions{.no_skip = true}, false);
   op->internal = true;
   op->reserve_uses(1);
   op->uses[0] = VarUse{var, op, nullptr, Access::kSync, generation};

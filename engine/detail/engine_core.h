@@ -89,6 +89,7 @@ class EngineCore final : public ExecutorHost {
 
  private:
   [[nodiscard]] VarState* checked_state(const Var& var, const char* api) const;
+  [[nodiscard]] OpRecord* record_for(Executor* executor, const PushOptions& options, bool async);
   static void check_fences(const FenceList& fences, const char* field);
   void gather_uses(OpRecord* op, VarList reads, VarList mutates) const;
   [[nodiscard]] bool publish(OpRecord* op);
