@@ -116,9 +116,7 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
       [state = buffer.state_, &from, executor, alignment](const RunContext& ctx) {
         WaitTarget target{executor, ctx.stream};
         const AcquireView view{&executor->knowledge(*ctx.stream), &executor->tracker(), &WaitTarget::wait, &target};
-        std::optional<PoolBlock> block = from.acquire(state->bytes, alignment, view);
-        if (!block) throw Error("Buffers::allocate: " + from.name() + " is at its limit");  // unbounded: not reached
-        state->block = *block;
+        state->block = from.acquire(state->bytes, alignment, view).value();  // an unbounded pool always has one
       },
       {}, {buffer.var_}, options);
   return buffer;

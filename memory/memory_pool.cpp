@@ -12,6 +12,14 @@ const StreamKnowledge kKnowsNothing;
 
 std::string quoted(const std::string& name) { return name.empty() ? "memory pool" : "memory pool '" + name + "'"; }
 
+// The bytes of a block of `size_class`, and the size class of a block of `bytes` (a power of two, 256 or more).
+constexpr std::size_t class_bytes(unsigned size_class) noexcept {
+  return std::size_t{1} << (size_class + MemoryPool::kMinClassShift);
+}
+unsigned class_of(std::size_t bytes) noexcept {
+  return static_cast<unsigned>(std::countr_zero(bytes)) - MemoryPool::kMinClassShift;
+}
+
 // A death frontier whose users are known complete: empty, or shown complete by the tracker.
 bool complete(const DeathFrontier& death, const Tracker* tracker) noexcept {
   if (death.tainted()) return false;
@@ -35,17 +43,39 @@ MemoryPool::MemoryPool(std::unique_ptr<BlockSource> source, MemoryPoolOptions op
 MemoryPool::~MemoryPool() {
   if (tracker_ != nullptr) (void)tracker_->cancel(stuck_waiter_);  // returns once a running callback has finished
   for (unsigned c = 0; c < kClasses; ++c) {
-    for (const FreeBlock& block : free_[c])
-      source_->deallocate(block.data, std::size_t{1} << (c + kMinClassShift), alignment_of(c));
+    for (const FreeBlock& block : free_[c]) give_back(PoolBlock{block.data, class_bytes(c)});
   }
-  for (const PoolBlock& block : tainted_) {
-    const auto c = static_cast<unsigned>(std::countr_zero(block.bytes)) - kMinClassShift;
-    source_->deallocate(block.data, block.bytes, alignment_of(c));
+  for (const PoolBlock& block : tainted_) give_back(block);
+}
+
+void MemoryPool::give_back(const PoolBlock& block) noexcept {
+  source_->deallocate(block.data, block.bytes, alignment_of(class_of(block.bytes)));
+}
+
+// Counts a fresh block of `bytes` as held and in use (reserved before the source is called, so that concurrent
+// growers respect the limit).
+void MemoryPool::note_fresh_locked(std::size_t bytes) noexcept {
+  stats_.bytes_held += bytes;
+  stats_.peak_bytes_held = std::max(stats_.peak_bytes_held, stats_.bytes_held);
+  ++stats_.fresh_allocations;
+  note_in_use_locked(bytes);
+}
+
+// Takes the fresh block note_fresh_locked() counted from the source; if the source throws, uncounts it and rethrows.
+void* MemoryPool::allocate_fresh(unsigned size_class) {
+  try {
+    return source_->allocate(class_bytes(size_class), alignment_of(size_class));
+  } catch (...) {
+    std::lock_guard lock(mutex_);
+    stats_.bytes_held -= class_bytes(size_class);
+    stats_.bytes_in_use -= class_bytes(size_class);
+    --stats_.fresh_allocations;
+    throw;
   }
 }
 
 std::size_t MemoryPool::alignment_of(unsigned size_class) const noexcept {
-  return std::min(std::size_t{1} << (size_class + kMinClassShift), source_->max_alignment());
+  return std::min(class_bytes(size_class), source_->max_alignment());
 }
 
 unsigned MemoryPool::size_class_of(std::size_t bytes, std::size_t alignment) const {
@@ -54,7 +84,7 @@ unsigned MemoryPool::size_class_of(std::size_t bytes, std::size_t alignment) con
     throw std::invalid_argument(quoted(name_) + ": alignment " + std::to_string(alignment) +
                                 " is not a power of two of at most " + std::to_string(source_->max_alignment()));
   }
-  const std::size_t need = std::max({bytes, alignment, std::size_t{1} << kMinClassShift});
+  const std::size_t need = std::max({bytes, alignment, class_bytes(0)});
   const auto shift = static_cast<unsigned>(std::bit_width(need - 1));
   if (shift >= 64 || (std::size_t{1} << shift) > limit_) {
     throw std::length_error(quoted(name_) + ": a request of " + std::to_string(bytes) +
@@ -64,13 +94,12 @@ unsigned MemoryPool::size_class_of(std::size_t bytes, std::size_t alignment) con
 }
 
 std::size_t MemoryPool::block_bytes(std::size_t bytes, std::size_t alignment) const {
-  return std::size_t{1} << (size_class_of(bytes, alignment) + kMinClassShift);
+  return class_bytes(size_class_of(bytes, alignment));
 }
 
 std::optional<PoolBlock> MemoryPool::acquire(std::size_t bytes, std::size_t alignment, const AcquireView& view) {
   const unsigned size_class = size_class_of(bytes, alignment);
-  const std::size_t block_bytes = std::size_t{1} << (size_class + kMinClassShift);
-
+  const std::size_t block_bytes = class_bytes(size_class);
   DeathFrontier waits;
   std::optional<FreeBlock> reused;
   std::vector<PoolBlock> trim;
@@ -82,18 +111,12 @@ std::optional<PoolBlock> MemoryPool::acquire(std::size_t bytes, std::size_t alig
       note_in_use_locked(block_bytes);
     } else if (make_room_locked(block_bytes, view, trim)) {
       grow = true;
-      stats_.bytes_held += block_bytes;  // reserved now, so concurrent growers respect the limit
-      stats_.peak_bytes_held = std::max(stats_.peak_bytes_held, stats_.bytes_held);
-      ++stats_.fresh_allocations;
-      note_in_use_locked(block_bytes);
+      note_fresh_locked(block_bytes);
     } else {
       ++stats_.refused;
     }
   }
-  for (const PoolBlock& block : trim) {
-    const auto c = static_cast<unsigned>(std::countr_zero(block.bytes)) - kMinClassShift;
-    source_->deallocate(block.data, block.bytes, alignment_of(c));
-  }
+  for (const PoolBlock& block : trim) give_back(block);
   if (reused) {
     const PoolBlock block{reused->data, block_bytes};
     if (!waits.empty()) {
@@ -107,15 +130,7 @@ std::optional<PoolBlock> MemoryPool::acquire(std::size_t bytes, std::size_t alig
     return block;
   }
   if (!grow) return std::nullopt;
-  try {
-    return PoolBlock{source_->allocate(block_bytes, alignment_of(size_class)), block_bytes};
-  } catch (...) {
-    std::lock_guard lock(mutex_);
-    stats_.bytes_held -= block_bytes;
-    stats_.bytes_in_use -= block_bytes;
-    --stats_.fresh_allocations;
-    throw;
-  }
+  return PoolBlock{allocate_fresh(size_class), block_bytes};
 }
 
 // Steps 1 to 3 of the file comment, on the free blocks of one class. `waits` receives step 3's entries.
@@ -169,13 +184,13 @@ bool MemoryPool::make_room_locked(std::size_t bytes, const AcquireView& view, st
   std::size_t trimmable = 0;
   for (unsigned c = 0; c < kClasses; ++c) {
     for (const FreeBlock& block : free_[c]) {
-      if (complete(block.death, view.tracker)) trimmable += std::size_t{1} << (c + kMinClassShift);
+      if (complete(block.death, view.tracker)) trimmable += class_bytes(c);
     }
   }
   if (stats_.bytes_held - trimmable + bytes > limit_) return false;
   for (unsigned c = 0; c < kClasses && stats_.bytes_held + bytes > limit_; ++c) {
     std::vector<FreeBlock>& list = free_[c];
-    const std::size_t size = std::size_t{1} << (c + kMinClassShift);
+    const std::size_t size = class_bytes(c);
     for (std::size_t i = 0; i < list.size() && stats_.bytes_held + bytes > limit_;) {
       if (!complete(list[i].death, view.tracker)) {
         ++i;
@@ -196,11 +211,11 @@ void MemoryPool::note_in_use_locked(std::size_t bytes) noexcept {
 }
 
 void MemoryPool::release(const PoolBlock& block, const DeathFrontier& death) {
-  if (block.data == nullptr || !std::has_single_bit(block.bytes) || block.bytes < (std::size_t{1} << kMinClassShift)) {
+  if (block.data == nullptr || !std::has_single_bit(block.bytes) || block.bytes < class_bytes(0)) {
     throw std::invalid_argument(quoted(name_) + ": release of a block this pool did not hand out (" +
                                 std::to_string(block.bytes) + " bytes)");
   }
-  const auto size_class = static_cast<unsigned>(std::countr_zero(block.bytes)) - kMinClassShift;
+  const unsigned size_class = class_of(block.bytes);
   std::vector<Grant> grants;
   std::vector<PoolBlock> trim;
   bool arm = false;
@@ -227,10 +242,7 @@ void MemoryPool::reclaim_tainted() {
   bool arm = false;
   {
     std::lock_guard lock(mutex_);
-    for (const PoolBlock& block : tainted_) {
-      const auto size_class = static_cast<unsigned>(std::countr_zero(block.bytes)) - kMinClassShift;
-      free_[size_class].push_back(FreeBlock{block.data, DeathFrontier{}});
-    }
+    for (const PoolBlock& block : tainted_) free_[class_of(block.bytes)].push_back(FreeBlock{block.data, {}});
     tainted_.clear();
     stats_.tainted_blocks = 0;
     if (queue_head_ != nullptr) arm = serve_locked(grants, trim);
@@ -266,7 +278,7 @@ void MemoryPool::reserve(std::size_t bytes, std::size_t alignment, ReserveWaiter
 // it), preferring one already complete; else room for a fresh one (out.data null). False when neither.
 bool MemoryPool::try_reserve_locked(unsigned size_class, FreeBlock& out, std::vector<PoolBlock>& trim) {
   std::vector<FreeBlock>& list = free_[size_class];
-  const std::size_t bytes = std::size_t{1} << (size_class + kMinClassShift);
+  const std::size_t bytes = class_bytes(size_class);
   if (!list.empty()) {
     std::size_t pick = list.size() - 1;  // the newest, unless an older one has completed
     bool done = false;
@@ -284,10 +296,7 @@ bool MemoryPool::try_reserve_locked(unsigned size_class, FreeBlock& out, std::ve
     return true;
   }
   if (!make_room_locked(bytes, AcquireView{nullptr, tracker_}, trim)) return false;
-  stats_.bytes_held += bytes;
-  stats_.peak_bytes_held = std::max(stats_.peak_bytes_held, stats_.bytes_held);
-  ++stats_.fresh_allocations;
-  note_in_use_locked(bytes);
+  note_fresh_locked(bytes);
   out.data = nullptr;
   out.death = DeathFrontier{};
   return true;
@@ -324,31 +333,21 @@ bool MemoryPool::serve_locked(std::vector<Grant>& grants, std::vector<PoolBlock>
 
 // After the lock: returns trimmed blocks, allocates fresh ones, runs the granted callbacks, arms the stuck waiter.
 void MemoryPool::finish_serving(std::vector<Grant>& grants, std::vector<PoolBlock>& trim, bool arm_stuck) {
-  for (const PoolBlock& block : trim) {
-    const auto c = static_cast<unsigned>(std::countr_zero(block.bytes)) - kMinClassShift;
-    source_->deallocate(block.data, block.bytes, alignment_of(c));
-  }
+  for (const PoolBlock& block : trim) give_back(block);
   for (Grant& grant : grants) {
     const unsigned c = grant.waiter->size_class_;
-    const std::size_t bytes = std::size_t{1} << (c + kMinClassShift);
     if (grant.block.data != nullptr) {
-      grant.waiter->callback_(*grant.waiter, PoolBlock{grant.block.data, bytes}, grant.block.death, nullptr);
+      grant.waiter->callback_(*grant.waiter, PoolBlock{grant.block.data, class_bytes(c)}, grant.block.death, nullptr);
       continue;
     }
     void* data = nullptr;
     try {
-      data = source_->allocate(bytes, alignment_of(c));
+      data = allocate_fresh(c);
     } catch (...) {
-      {
-        std::lock_guard lock(mutex_);
-        stats_.bytes_held -= bytes;
-        stats_.bytes_in_use -= bytes;
-        --stats_.fresh_allocations;
-      }
       grant.waiter->callback_(*grant.waiter, PoolBlock{}, DeathFrontier{}, std::current_exception());
       continue;
     }
-    grant.waiter->callback_(*grant.waiter, PoolBlock{data, bytes}, DeathFrontier{}, nullptr);
+    grant.waiter->callback_(*grant.waiter, PoolBlock{data, class_bytes(c)}, DeathFrontier{}, nullptr);
   }
   if (!arm_stuck) return;
   try {

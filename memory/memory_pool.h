@@ -186,6 +186,9 @@ class MemoryPool {
                                                               DeathFrontier& waits);
   [[nodiscard]] bool make_room_locked(std::size_t bytes, const AcquireView& view, std::vector<PoolBlock>& trim);
   void note_in_use_locked(std::size_t bytes) noexcept;
+  void note_fresh_locked(std::size_t bytes) noexcept;
+  [[nodiscard]] void* allocate_fresh(unsigned size_class);
+  void give_back(const PoolBlock& block) noexcept;
 
   const std::unique_ptr<BlockSource> source_;
   const std::size_t limit_;

@@ -113,7 +113,7 @@ void Timeline::publish_value(std::uint64_t value) noexcept {
   // signaller did before signalling. Written only under lock_, so no two stores race.
   value_.store(value, std::memory_order_release);
   // Promises the value has reached are moot: a waiter for them now imports the signal instead.
-  while (promise_count_ > 0 && promises_[promise_head_].value <= value) {
+  while (promise_count_ > 0 && promise_at_locked(0).value <= value) {
     if (++promise_head_ == promise_capacity_) promise_head_ = 0;
     --promise_count_;
   }
@@ -167,18 +167,12 @@ bool Timeline::promise(std::uint64_t value, const void* owner, const TimelineReq
     if (error_ || requirement.tainted() || value <= value_.load(std::memory_order_relaxed) || promise_capacity_ == 0) {
       return false;
     }
-    if (promise_count_ > 0) {
-      std::uint32_t newest = promise_head_ + promise_count_ - 1;
-      if (newest >= promise_capacity_) newest -= promise_capacity_;
-      if (promises_[newest].value >= value) return false;
-    }
+    if (promise_count_ > 0 && promise_at_locked(promise_count_ - 1).value >= value) return false;
     if (promise_count_ == promise_capacity_) {  // evict the oldest: its late waiters take a later promise instead
       if (++promise_head_ == promise_capacity_) promise_head_ = 0;
       --promise_count_;
     }
-    std::uint32_t slot = promise_head_ + promise_count_;
-    if (slot >= promise_capacity_) slot -= promise_capacity_;
-    Promise& promise = promises_[slot];
+    Promise& promise = promise_at_locked(promise_count_);
     promise.value = value;
     promise.owner = owner;
     promise.requirement = requirement;
@@ -365,11 +359,17 @@ void Timeline::wait_async(TimelineWaiter& waiter, std::uint64_t value, const voi
 const Timeline::Promise* Timeline::find_promise_locked(std::uint64_t value, const void* owner) const {
   if (owner == nullptr) return nullptr;
   for (std::uint32_t k = 0; k < promise_count_; ++k) {  // by ascending value: the first match is the smallest
-    std::uint32_t i = promise_head_ + k;
-    if (i >= promise_capacity_) i -= promise_capacity_;
-    if (promises_[i].value >= value && promises_[i].owner == owner) return &promises_[i];
+    const Promise& promise = promise_at_locked(k);
+    if (promise.value >= value && promise.owner == owner) return &promise;
   }
   return nullptr;
+}
+
+// The k-th pending promise from the oldest (k may be promise_count_: the next free slot).
+Timeline::Promise& Timeline::promise_at_locked(std::uint32_t k) const noexcept {
+  std::uint32_t i = promise_head_ + k;
+  if (i >= promise_capacity_) i -= promise_capacity_;
+  return promises_[i];
 }
 
 void Timeline::link_sorted_locked(TimelineWaiter& waiter) {

@@ -330,6 +330,7 @@ class Timeline {
   void detach_reached_locked(std::uint64_t value, Batch& batch);
   void detach_promised_locked(std::uint64_t value, const void* owner, Batch& batch);
   [[nodiscard]] const Promise* find_promise_locked(std::uint64_t value, const void* owner) const;
+  [[nodiscard]] Promise& promise_at_locked(std::uint32_t k) const noexcept;
   void fire(Batch& batch, const TimelineWaitResult& result);
   void link_sorted_locked(TimelineWaiter& waiter);
   [[nodiscard]] bool is_running_locked(const TimelineWaiter& waiter, bool& on_this_thread) const;
