@@ -37,6 +37,12 @@
 //   fails them with its error). An op whose wait fence is never reached stays in flight, like an unfinished
 //   Completion.
 // - Shutdown. ~Engine() waits for every pushed op to complete. An error no wait reported is written to stderr.
+// - Traces. StartTrace(path), or the environment variable DEPENGINE_TRACE=path when an engine is made, records every
+//   op pushed from then on; StopTrace(), or ~Engine(), writes a Chrome trace-event JSON file (Perfetto,
+//   chrome://tracing): a lane per host thread and per stream, a slice per op with its name and variables, an arrow
+//   from each op to the ops its completion (or issue) made ready, and counters of ops in flight and device waits
+//   issued and elided (engine/detail/trace_recorder.h). With DEPENGINE_TRACE, the first engine of the process writes
+//   path, later ones path.2, path.3, ... Tracing costs about a microsecond per op; off, one load per op.
 //
 // Thread safety: every member may be called from any thread, concurrently, except the destructor.
 // Cost: Push takes one spinlock per distinct variable and a pooled record. In steady state it allocates nothing for ops
@@ -50,6 +56,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <utility>
 #include <vector>
 
@@ -150,6 +157,12 @@ class Engine {
 
   // The executor at `index` of EngineOptions::executors. Throws Error if out of range.
   [[nodiscard]] Executor& executor(std::uint32_t index) const;
+
+  // See Traces above. StartTrace throws Error if a trace is already on. StopTrace waits for every op in flight (as
+  // WaitForAll does, without rethrowing errors), then writes the file; it throws Error if no trace is on, if the
+  // file cannot be written, or when called from inside a running op of this engine.
+  void StartTrace(std::string path);
+  void StopTrace();
 
  private:
   // A push in three steps, so that the function is constructed in place in the op's record: take a record (throws

@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <string>
 #include <string_view>
 #include <utility>
 
@@ -38,10 +39,19 @@ namespace depengine {
 class Executor;
 struct StreamPlacement;  // executors/stream/stream_executor.h: where a stream op was issued
 
-// What a stream is for. Stream executors keep streams of each kind per device; an op names the kind it needs.
+// What a stream is for. Stream executors keep streams of the first two kinds per device, and collective channels per
+// executor; an op names the kind it needs.
 enum class StreamKind : std::uint8_t {
-  kCompute = 0,  // kernels and host work
-  kCopy = 1,     // transfers, so that they overlap compute
+  kCompute = 0,     // kernels and host work
+  kCopy = 1,        // transfers, so that they overlap compute
+  kCollective = 2,  // a collective channel: work that spans the executor's devices, signalled on one collective axis
+};
+
+// Device waits a stream executor has made so far: enqueued, and elided (implied by what the stream knew, or found
+// complete). Statistics: read while ops run, they may lag.
+struct DeviceWaits {
+  std::uint64_t issued = 0;
+  std::uint64_t elided = 0;
 };
 
 // An op's wait frontier: the (axis, epoch) signals of the ops it depends on that may not have completed yet. Its
@@ -175,6 +185,10 @@ class Executor {
   [[nodiscard]] virtual bool owns_axis(Axis /*axis*/) const noexcept { return false; }
   // How many axes the executor registered in start().
   [[nodiscard]] virtual std::size_t axis_count() const noexcept { return 0; }
+  // A name for one of its axes, for traces: "d0 compute 1". By default the axis's own (to_string).
+  [[nodiscard]] virtual std::string axis_name(Axis axis) const { return to_string(axis); }
+  // Its device waits so far (traces sample them); none for CPU executors.
+  [[nodiscard]] virtual DeviceWaits device_waits() const noexcept { return {}; }
 };
 
 // Routes the tasks in `ready`: submits every task that belongs to another executor, and every task of `self` but one,

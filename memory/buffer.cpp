@@ -8,13 +8,16 @@
 namespace depengine {
 namespace {
 
-StreamExecutor& stream_executor_at(Engine& engine, std::uint32_t index) {
-  auto* executor = dynamic_cast<StreamExecutor*>(&engine.executor(index));
-  if (executor == nullptr) {
-    throw Error("Buffers: engine executor " + std::to_string(index) + " (" +
-                std::string(engine.executor(index).name()) + ") is not a StreamExecutor");
+// The stream executor at `index`, or null for a CPU executor.
+StreamExecutor* stream_executor_at(Engine& engine, std::uint32_t index) {
+  Executor& executor = engine.executor(index);
+  if (!executor.issues_ahead()) return nullptr;
+  auto* streams = dynamic_cast<StreamExecutor*>(&executor);
+  if (streams == nullptr) {
+    throw Error("Buffers: engine executor " + std::to_string(index) + " (" + std::string(executor.name()) +
+                ") issues ahead but is not a StreamExecutor");
   }
-  return *executor;
+  return streams;
 }
 
 // Where an alloca op is issued: its executor and placement, for the pool's wait callback.
@@ -41,25 +44,31 @@ void Buffer::Reservation::granted(ReserveWaiter& self, const PoolBlock& block, c
   done(std::move(error));                    // throws only when called twice, which a pool never does
 }
 
-Buffers::Buffers(Engine& engine, std::uint32_t stream_executor, BuffersOptions options)
+Buffers::Buffers(Engine& engine, std::uint32_t executor, BuffersOptions options)
     : engine_(engine),
-      executor_index_(stream_executor),
-      executor_(stream_executor_at(engine, stream_executor)),
+      executor_index_(executor),
+      executor_(stream_executor_at(engine, executor)),
       alignment_(options.alignment),
       bounded_(options.limit != ~std::size_t{0}),
-      cpu_executor_(options.cpu_executor) {
+      cpu_executor_(executor_ != nullptr ? options.cpu_executor : executor) {
   if (bounded_ && engine.executor(cpu_executor_).issues_ahead()) {
     throw Error("Buffers: BuffersOptions::cpu_executor " + std::to_string(cpu_executor_) +
                 " is a stream executor; bounded pools run their reservations on a CPU executor");
   }
-  for (std::uint32_t device = 0; device < executor_.devices(); ++device) {
+  if (executor_ == nullptr) {  // host memory, used by CPU ops only: every free happens after its users completed
     if (bounded_) order_.push_back(engine.NewVariable());
-    pools_.push_back(
-        std::make_unique<MemoryPool>(std::make_unique<DeviceBlockSource>(executor_.backend(), static_cast<int>(device)),
-                                     MemoryPoolOptions{.name = "device " + std::to_string(device),
-                                                       .limit = options.limit,
-                                                       .max_fence_waits = options.max_fence_waits,
-                                                       .tracker = &executor_.tracker()}));
+    pools_.push_back(std::make_unique<MemoryPool>(std::make_unique<HostBlockSource>(),
+                                                  MemoryPoolOptions{.name = "host", .limit = options.limit}));
+    return;
+  }
+  for (std::uint32_t device = 0; device < executor_->devices(); ++device) {
+    if (bounded_) order_.push_back(engine.NewVariable());
+    pools_.push_back(std::make_unique<MemoryPool>(
+        std::make_unique<DeviceBlockSource>(executor_->backend(), static_cast<int>(device)),
+        MemoryPoolOptions{.name = "device " + std::to_string(device),
+                          .limit = options.limit,
+                          .max_fence_waits = options.max_fence_waits,
+                          .tracker = &executor_->tracker()}));
   }
 }
 
@@ -93,7 +102,7 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
   PushOptions options;
   options.context = Context{.executor = executor_index_, .device = device, .stream_kind = kind, .stream = stream};
   options.name = "alloca";
-  StreamExecutor* executor = &executor_;
+  StreamExecutor* executor = executor_;
   const std::size_t alignment = alignment_;
   if (bounded_) {
     // The reservation: completed by the pool when it grants a block (now, or at a later free); the stream op then
@@ -107,9 +116,18 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
           from.reserve(state->bytes, alignment, state->reservation);
         },
         {}, {buffer.var_, order_[device]}, PushOptions{.context = {.executor = cpu_executor_}, .name = "reserve"});
+    if (executor == nullptr) return buffer;  // host memory: the reservation's grant is the allocation
     engine_.Push(
         [state = buffer.state_, executor](const RunContext& ctx) { executor->wait_for(*ctx.stream, state->death); }, {},
         {buffer.var_}, options);
+    return buffer;
+  }
+  if (executor == nullptr) {
+    engine_.Push(
+        [state = buffer.state_, &from, alignment] {
+          state->block = from.acquire(state->bytes, alignment, AcquireView{}).value();  // unbounded: always one
+        },
+        {}, {buffer.var_}, options);
     return buffer;
   }
   engine_.Push(
@@ -136,7 +154,8 @@ void Buffers::deallocate(Buffer& buffer, std::int32_t stream, StreamKind kind) {
         // A deletion mutates the variable, so its wait frontier holds the signals of every use since the last write and
         // of that write, whose own completion implies the uses before it: once these have completed, every user has.
         // Any stream that knows them, the one this deletion is issued on included, reuses the block at once.
-        to.release(state->block, *ctx.waits);
+        // On a CPU executor the deletion runs after its users completed: nothing to wait for (an empty frontier).
+        to.release(state->block, ctx.waits != nullptr ? *ctx.waits : DeathFrontier{});
       },
       options);
   buffer = Buffer{};

@@ -26,6 +26,10 @@
 // limit runs here too, pipelined as far as the limit allows. One larger than the limit is an Error at once.
 // A free block of another size class is trimmed for a request only once its users have completed (on the tracker).
 //
+// On a CPU executor (a oneTBB pool, inline) the same calls give host memory for CPU ops: the alloca and dealloca are
+// ops on that executor, and a freed block is reused by the next allocation of its size class with no wait, since the
+// free ran after every user completed. Code written against Buffers so runs unchanged on CPU and on streams.
+//
 // Thread safety: Buffers may be used from any thread, concurrently; a Buffer is a value whose copies name one buffer.
 // Lifetime: destroy Buffers after the engine has completed the frees (WaitForAll after the last deallocate), and before
 // the engine: its pools return their free blocks to the stream executor's backend.
@@ -84,13 +88,15 @@ struct BuffersOptions {
   std::size_t alignment = 256;          // of every block (at most the backend's 256)
   std::uint32_t max_fence_waits = 2;    // MemoryPoolOptions::max_fence_waits of each device's pool
   std::size_t limit = ~std::size_t{0};  // bytes each device's pool may hold (see Bounded pools above)
-  std::uint32_t cpu_executor = 0;       // the engine's CPU executor that runs reservations (bounded pools only)
+  std::uint32_t cpu_executor = 0;       // the CPU executor that runs reservations (bounded pools on streams only)
 };
 
 class Buffers {
  public:
-  // Pools for every device of engine.executor(stream_executor). Throws Error if that is not a StreamExecutor.
-  Buffers(Engine& engine, std::uint32_t stream_executor, BuffersOptions options = {});
+  // Pools for every device of engine.executor(executor), a StreamExecutor; or, for a CPU executor, one pool of host
+  // memory (device 0), whose allocations and frees are ops on that executor (the stream arguments are ignored).
+  // Throws Error for an executor that issues ahead but is not a StreamExecutor.
+  Buffers(Engine& engine, std::uint32_t executor, BuffersOptions options = {});
   Buffers(const Buffers&) = delete;
   Buffers& operator=(const Buffers&) = delete;
   ~Buffers();
@@ -109,7 +115,7 @@ class Buffers {
  private:
   Engine& engine_;
   const std::uint32_t executor_index_;
-  StreamExecutor& executor_;
+  StreamExecutor* const executor_;  // null: a CPU executor (one host pool)
   const std::size_t alignment_;
   const bool bounded_;
   const std::uint32_t cpu_executor_;

@@ -9,10 +9,12 @@ packages=(
   libtbb-dev                          # the threadpool executor (oneTBB 2021.8)
   libboost-dev                        # header-only Lockfree and Asio
   catch2                              # tests (Catch2 v2)
+  nlohmann-json3-dev                  # tests: parse the trace files the engine writes
   libbenchmark-dev                    # benchmarks
   valgrind                            # instruction counts in bench/
   libomp-dev libstarpu-dev pkgconf    # bench/peers: LLVM's OpenMP runtime (built with clang), StarPU 1.3 (pkg-config)
   hipcc libamdhip64-dev               # the HIP stream backend (HIP 5.2 runtime; hipcc turns DEPENGINE_WITH_HIP on)
+  python3 python3-matplotlib          # scripts/trace_to_png.py: renders traces
 )
 
 missing=()

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdio>
+#include <cstdlib>
+#include <map>
 #include <string>
 #include <thread>
 #include <utility>
@@ -13,6 +15,14 @@ namespace depengine::detail {
 namespace {
 
 std::atomic<std::uint32_t> g_next_engine_id{1};
+// DEPENGINE_TRACE: the first engine of the process traced to `path` writes `path`, the next ones `path.2`, ...
+std::string env_trace_path(const std::string& path) {
+  static std::mutex mutex;
+  static std::map<std::string, std::uint32_t> engines;  // per path, engines traced to it so far
+  std::lock_guard lock(mutex);
+  const std::uint32_t nth = ++engines[path];
+  return nth == 1 ? path : path + "." + std::to_string(nth);
+}
 
 // What the calling thread is running: set by execute() around an op's function, restored after (executors nest
 // when an inline op pushes a ready op). Lets Completion route successors into the running executor's ready list,
@@ -99,6 +109,9 @@ EngineCore::EngineCore(EngineOptions options)
   }
   internal_.start(*this);
   for (const auto& executor : executors_) executor->start(*this);
+  if (const char* path = std::getenv("DEPENGINE_TRACE"); path != nullptr && *path != '\0') {
+    start_trace(env_trace_path(path));
+  }
 }
 
 void EngineCore::InternalExecutor::submit(Task& task) noexcept {
@@ -128,7 +141,41 @@ void EngineCore::shutdown() noexcept {
       std::fprintf(stderr, "depengine: engine destroyed with an error no wait reported: %s\n", what.c_str());
     }
   }
+  if (trace_.load(std::memory_order_relaxed) != nullptr) {  // relaxed: only this thread starts and stops traces now
+    try {
+      stop_trace();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "depengine: %s\n", e.what());
+    }
+  }
   for (const auto& executor : executors_) executor->stop();
+}
+
+void EngineCore::start_trace(std::string path) {
+  std::lock_guard lock(traces_mutex_);
+  // relaxed: traces_mutex_ orders starts and stops.
+  if (trace_.load(std::memory_order_relaxed) != nullptr) {
+    throw Error("StartTrace: a trace is already on (to '" + trace_.load(std::memory_order_relaxed)->path() + "')");
+  }
+  TraceRecorder* recorder = traces_.emplace_back(std::make_unique<TraceRecorder>(std::move(path))).get();
+  // release: pairs with the acquire loads in record_for() and the recording paths, which then see it constructed.
+  trace_.store(recorder, std::memory_order_release);
+}
+
+void EngineCore::stop_trace() {
+  forbid_inside_op("StopTrace");
+  TraceRecorder* recorder = nullptr;
+  {
+    std::lock_guard lock(traces_mutex_);
+    recorder = trace_.load(std::memory_order_relaxed);  // relaxed: traces_mutex_ orders starts and stops
+    if (recorder == nullptr) throw Error("StopTrace: no trace is on");
+  }
+  wait_in_flight_at_most(0);
+  {
+    std::lock_guard lock(traces_mutex_);
+    trace_.store(nullptr, std::memory_order_relaxed);  // relaxed: nothing is published by clearing it
+  }
+  recorder->write();
 }
 
 Executor& EngineCore::executor_at(std::uint32_t index) const {
@@ -148,6 +195,7 @@ Var EngineCore::new_variable() {
     free_vars_ = var->free_next;
   } else {
     var = &vars_.emplace_back();
+    var->slot = static_cast<std::uint32_t>(vars_.size() - 1);
   }
   // relaxed: the slot is not shared yet; the handle reaches other threads through the user's own synchronisation.
   return Var(var, id_, var->generation.load(std::memory_order_relaxed));
@@ -202,6 +250,9 @@ OpRecord* EngineCore::record_for(Executor* executor, const PushOptions& options,
   op->no_skip = options.no_skip;
   op->deletes_var = false;
   op->internal = false;
+  // acquire: pairs with the release store in start_trace().
+  if (trace_.load(std::memory_order_acquire) != nullptr && executor != &internal_)
+    op->trace_op = TraceRecorder::next_op();
   return op;
 }
 
@@ -341,6 +392,8 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
   }
   const RunningScope running(this, &ready);
   const RunContext ctx{op->name, worker, op->executor()};
+  TraceRecorder* trace = op->trace_op != 0 ? trace_.load(std::memory_order_acquire) : nullptr;  // see record_for
+  const std::int64_t start = trace != nullptr ? trace->now() : 0;
   if (!op->async) {
     try {
       op->fn(ctx, nullptr);
@@ -348,6 +401,7 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
       op->error = std::current_exception();
       note_error(op->error);
     }
+    if (trace != nullptr) trace_cpu_op(op, worker, start);
     finish(op, ready, ran_signal());
     return;
   }
@@ -365,6 +419,7 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
       note_error(thrown);  // it failed after completing: not lost, reported by WaitForAll
     }
   }
+  if (trace != nullptr) trace_cpu_op(op, worker, start);  // the record is ours until release_hold below
   release_hold(op);
 }
 
@@ -423,6 +478,14 @@ void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* s
     var->complete(use, signal, granted);
   }
   if (op->deletes_var) recycle_var(state_of(op->uses[0]));
+  if (op->trace_op != 0) {
+    if (TraceRecorder* trace = trace_.load(std::memory_order_acquire)) {  // acquire: see record_for
+      for (OpNode* node = granted.front(); node != nullptr; node = node->ready_next_) {
+        const std::uint64_t released = static_cast<OpRecord*>(node)->trace_op;
+        if (released != 0) trace->flow(op->trace_op, released);
+      }
+    }
+  }
   if (!has_streams_) {
     while (OpNode* node = granted.pop_front()) ready.push_back(static_cast<OpRecord*>(node));
     return;
@@ -484,6 +547,13 @@ bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry s
     finish(op, ready, skipped_signal(op));
     return false;
   }
+  if (op->trace_op != 0) {
+    if (TraceRecorder* trace = trace_.load(std::memory_order_acquire)) {  // acquire: see record_for
+      op->trace_start = trace->now();
+      op->trace_lane = trace->stream_lane(
+          signal.axis, std::string(op->executor()->name()) + " " + op->executor()->axis_name(signal.axis));
+    }
+  }
   {
     const RunningScope running(this, &ready);
     RunContext ctx{op->name, -1, op->executor()};
@@ -525,8 +595,58 @@ void EngineCore::complete_issued(Task& task, std::exception_ptr error) noexcept 
     }
   }
   signal_fences(op, error != nullptr ? error : op->error);
+  if (op->trace_op != 0) trace_stream_op(op);
   leave();
   recycle_record(op);
+}
+
+// --- Tracing ---------------------------------------------------------------------------------------------------
+
+namespace {
+
+// The op's variables, as trace labels: "v<slot>", with ".<n>" for the slot's n-th reincarnation.
+void describe_uses(const OpRecord* op, TraceRecorder::Slice& slice) {
+  for (std::uint32_t i = 0; i < op->num_uses; ++i) {
+    const VarUse& use = op->uses[i];
+    std::string& out = use.access == Access::kRead ? slice.reads : slice.mutates;
+    if (!out.empty()) out += ' ';
+    out += 'v' + std::to_string(state_of(use)->slot);
+    if (use.tag != 0) out += '.' + std::to_string(use.tag);
+  }
+}
+
+}  // namespace
+
+void EngineCore::trace_cpu_op(OpRecord* op, int worker, std::int64_t start) noexcept {
+  TraceRecorder* trace = trace_.load(std::memory_order_acquire);  // acquire: see record_for
+  if (trace == nullptr) return;
+  try {
+    TraceRecorder::Slice slice{op->trace_op, std::string(op->name.empty() ? "op" : op->name),
+                               trace->thread_lane(op->executor()->name(), worker), start, trace->now()};
+    describe_uses(op, slice);
+    trace->slice(std::move(slice), static_cast<std::int64_t>(in_flight()));
+  } catch (...) {  // out of memory while tracing: the trace misses this op, the op is unaffected
+  }
+}
+
+void EngineCore::trace_stream_op(OpRecord* op) noexcept {
+  TraceRecorder* trace = trace_.load(std::memory_order_acquire);  // acquire: see record_for
+  if (trace == nullptr) return;
+  try {
+    TraceRecorder::Slice slice{op->trace_op,   std::string(op->name.empty() ? "op" : op->name),
+                               op->trace_lane, op->trace_start,
+                               trace->now(),   true};
+    describe_uses(op, slice);
+    trace->slice(std::move(slice), static_cast<std::int64_t>(in_flight()));
+    std::uint64_t issued = 0, elided = 0;
+    for (const auto& executor : executors_) {
+      const DeviceWaits waits = executor->device_waits();
+      issued += waits.issued;
+      elided += waits.elided;
+    }
+    trace->device_waits(issued, elided);
+  } catch (...) {  // as in trace_cpu_op
+  }
 }
 
 // --- Fences ----------------------------------------------------------------------------------------------------

@@ -24,10 +24,12 @@
 #include <exception>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "engine/detail/op_function.h"
 #include "engine/detail/op_record.h"
+#include "engine/detail/trace_recorder.h"
 #include "engine/engine.h"
 #include "engine/frontier/tracker.h"
 #include "engine/var_queue/var_queue.h"
@@ -44,6 +46,7 @@ struct VarState : VarQueue {
   // sync the variable (which run alone), read by any op that uses it (which runs after them).
   std::exception_ptr error;
   VarState* free_next = nullptr;  // guarded by EngineCore::vars_mutex_ while the slot is free
+  std::uint32_t slot = 0;         // its index in EngineCore::vars_, for traces ("v<slot>")
 };
 
 class EngineCore final : public ExecutorHost {
@@ -70,7 +73,12 @@ class EngineCore final : public ExecutorHost {
   [[nodiscard]] std::size_t in_flight_now() const noexcept;
   [[nodiscard]] Executor& executor_at(std::uint32_t index) const;
 
-  // Waits for every op, reports an unreported error to stderr, and stops the executors.
+  // Tracing (Engine::StartTrace): start_trace throws Error if a trace is on; stop_trace waits for every op in flight,
+  // then writes the file, and throws Error if no trace is on or the file cannot be written.
+  void start_trace(std::string path);
+  void stop_trace();
+
+  // Waits for every op, reports an unreported error to stderr, writes a trace that is on, and stops the executors.
   void shutdown() noexcept;
 
   // ExecutorHost.
@@ -114,6 +122,8 @@ class EngineCore final : public ExecutorHost {
   void signal_fences(OpRecord* op, const std::exception_ptr& error) noexcept;
   void release_hold(OpRecord* op) noexcept;
   void recycle_var(VarState* var) noexcept;
+  void trace_cpu_op(OpRecord* op, int worker, std::int64_t start) noexcept;
+  void trace_stream_op(OpRecord* op) noexcept;
   void note_error(const std::exception_ptr& error) noexcept;
 
   void admit(bool exempt);
@@ -149,6 +159,12 @@ class EngineCore final : public ExecutorHost {
   std::mutex vars_mutex_;
   std::deque<VarState> vars_;      // guarded by vars_mutex_ (growth); elements are owned by their users meanwhile
   VarState* free_vars_ = nullptr;  // guarded by vars_mutex_
+
+  // Tracing: the recorder on now (null: off), and every recorder this engine made (kept until it is destroyed, so an
+  // op that loaded the pointer just before a trace stopped still records into live memory).
+  std::atomic<TraceRecorder*> trace_{nullptr};
+  std::mutex traces_mutex_;
+  std::vector<std::unique_ptr<TraceRecorder>> traces_;  // guarded by traces_mutex_
 
   // Errors for WaitForAll.
   std::mutex errors_mutex_;

@@ -67,6 +67,7 @@ struct OpRecord final : Task, OpNode {
     signal_fences.clear();
     next_fence = 0;
     issued_at = FrontierEntry{};
+    trace_op = 0;
   }
 
   void place(std::uint32_t device, StreamKind kind, std::int32_t stream) noexcept {
@@ -129,6 +130,11 @@ struct OpRecord final : Task, OpNode {
   std::uint8_t next_fence = 0;
   FrontierEntry issued_at{};  // a stream op's own signal, kept for the knowledge its signal fences carry
   FenceWaiter fence_waiter{this};
+
+  // Tracing (trace_recorder.h): the op's id (0: not traced); for a stream op, its lane and issue time.
+  std::uint64_t trace_op = 0;
+  std::uint32_t trace_lane = 0;
+  std::int64_t trace_start = 0;
 
   std::unique_ptr<VarUse[]> heap_uses;
   std::size_t heap_capacity = 0;  // entries of heap_uses

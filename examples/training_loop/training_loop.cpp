@@ -1,82 +1,59 @@
-// A training loop written as engine ops: a 3-layer perceptron learns a synthetic regression task with SGD.
+// A training loop written as engine ops: a 2 -> 64 -> 64 -> 3 ReLU perceptron learns the interleaved-spirals
+// classification problem with minibatch SGD.
 //
-// Every weight matrix, activation and gradient is an engine variable; forward, backward and the SGD update of each
-// layer are ops pushed in plain program order. The engine runs them as soon as their variables allow: the update of
-// layer k overlaps the backward pass of the layers below it and the next step's forward of the layers before it, and
-// no line below synchronises by hand. The only wait is for the loss, once per step, to print it.
+// Every weight, gradient, batch and activation is a Buffer: an engine variable plus memory from a pool. Each step
+// pushes, in plain program order, the batch's allocation and upload, the forward pass, the loss, and per layer, top
+// down, the backward op followed at once by that layer's SGD update, then the frees of the step's transient buffers.
+// The engine runs each op as soon as its variables allow: the update of layer k runs while the backward pass of the
+// layers below is still going, and the next batch's upload and forward start as soon as the updates they read are
+// done. Nothing in this file synchronises by hand. The only wait is for an epoch's statistics, one epoch behind, to
+// print them.
 //
-//   training_loop [--steps N] [--workers N] [--inline] [--check]
+//   training_loop [--device cpu|streams|cuda] [--epochs N] [--batch N] [--rows N] [--workers N] [--trace FILE]
+//                 [--check]
 //
-// --check exits with status 1 unless the mean loss of the last 10 steps is below a quarter of the first 10's (the
-// example's self-test; the per-batch loss is noisy, a mean of ten is not).
-#include <algorithm>
-#include <cmath>
+// --device cpu (default) runs the ops on a oneTBB thread pool; streams on simulated device streams (the host stream
+// backend: CPU threads that behave like CUDA streams); cuda on the GPU's streams, when there is one. --trace writes a
+// Chrome trace of the run (as DEPENGINE_TRACE does). --check exits with status 1 unless the last epoch's mean loss is
+// at most a quarter of the first's and its accuracy is at least 90% (the example's self-test, run in CI).
+#include <chrono>
+#include <cstdint>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <memory>
-#include <random>
+#include <stdexcept>
 #include <string>
 #include <string_view>
 #include <vector>
 
 #include "engine/engine.h"
-#include "executors/inline_executor.h"
+#include "examples/common/dense_kernels.h"
+#include "examples/common/mlp.h"
+#include "executors/host_stream/host_stream_backend.h"
+#include "executors/stream/stream_executor.h"
 #include "executors/threadpool/threadpool_executor.h"
+#include "memory/buffer.h"
+#if DEPENGINE_EXAMPLES_CUDA
+#include "executors/cuda_stream/cuda_stream_backend.h"
+#endif
 
 namespace {
 
-using depengine::Engine;
+using depengine::Buffer;
 using depengine::Var;
+using depengine::examples::Device;
 
-constexpr int kBatch = 32;
-constexpr int kIn = 16, kHidden = 32, kOut = 4;
-constexpr float kLearningRate = 0.1f;
-
-// A dense matrix and the engine variable that orders access to it.
-struct Tensor {
-  int rows = 0, cols = 0;
-  std::vector<float> data;
-  Var var;
-  Tensor(Engine& engine, int r, int c) : rows(r), cols(c), data(static_cast<std::size_t>(r * c)), var(engine.NewVariable()) {}
-  float& at(int r, int c) { return data[static_cast<std::size_t>(r * cols + c)]; }
-  float at(int r, int c) const { return data[static_cast<std::size_t>(r * cols + c)]; }
-};
-
-// out = act(in x w), with act = tanh for hidden layers and identity for the last.
-void forward(const Tensor& in, const Tensor& w, Tensor& out, bool hidden) {
-  for (int b = 0; b < in.rows; ++b) {
-    for (int j = 0; j < w.cols; ++j) {
-      float sum = 0;
-      for (int i = 0; i < in.cols; ++i) sum += in.at(b, i) * w.at(i, j);
-      out.at(b, j) = hidden ? std::tanh(sum) : sum;
-    }
-  }
-}
-
-// Given d(loss)/d(out) in `grad_out`: the weight gradient, and d(loss)/d(in) (through in's tanh) when wanted.
-void backward(const Tensor& in, const Tensor& w, const Tensor& grad_out, Tensor& grad_w, Tensor* grad_in) {
-  for (int i = 0; i < w.rows; ++i) {
-    for (int j = 0; j < w.cols; ++j) {
-      float sum = 0;
-      for (int b = 0; b < in.rows; ++b) sum += in.at(b, i) * grad_out.at(b, j);
-      grad_w.at(i, j) = sum / static_cast<float>(in.rows);
-    }
-  }
-  if (grad_in == nullptr) return;
-  for (int b = 0; b < in.rows; ++b) {
-    for (int i = 0; i < w.rows; ++i) {
-      float sum = 0;
-      for (int j = 0; j < w.cols; ++j) sum += grad_out.at(b, j) * w.at(i, j);
-      grad_in->at(b, i) = sum * (1 - in.at(b, i) * in.at(b, i));  // in = tanh(...) of the layer below
-    }
-  }
-}
+constexpr int kClasses = 3;
+constexpr int kHidden = 64;
+constexpr float kLearningRate = 0.5f;
 
 struct Options {
-  int steps = 200;
+  std::string device = "cpu";
+  int epochs = 40;
+  int batch = 50;
+  int rows = 400;  // per class
   int workers = 0;
-  bool use_inline = false;
+  std::string trace;
   bool check = false;
 };
 
@@ -84,122 +61,191 @@ Options parse(int argc, char** argv) {
   Options o;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
-    auto number = [&] {
-      if (i + 1 >= argc) throw std::invalid_argument(std::string(arg) + " needs a number");
-      return std::stoi(argv[++i]);
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(std::string(arg) + " needs a value");
+      return argv[++i];
     };
-    if (arg == "--steps") {
-      o.steps = number();
+    auto number = [&] {
+      const std::string text = value();
+      std::size_t used = 0;
+      const int n = std::stoi(text, &used);
+      if (used != text.size() || n < 1) throw std::invalid_argument(std::string(arg) + " needs a positive number");
+      return n;
+    };
+    if (arg == "--device") {
+      o.device = value();
+    } else if (arg == "--epochs") {
+      o.epochs = number();
+    } else if (arg == "--batch") {
+      o.batch = number();
+    } else if (arg == "--rows") {
+      o.rows = number();
     } else if (arg == "--workers") {
       o.workers = number();
-    } else if (arg == "--inline") {
-      o.use_inline = true;
+    } else if (arg == "--trace") {
+      o.trace = value();
     } else if (arg == "--check") {
       o.check = true;
     } else {
-      throw std::invalid_argument("unknown option '" + std::string(arg) + "' (--steps N, --workers N, --inline, --check)");
+      throw std::invalid_argument("unknown option '" + std::string(arg) +
+                                  "' (--device cpu|streams|cuda, --epochs N, --batch N, --rows N, --workers N, "
+                                  "--trace FILE, --check)");
     }
   }
-  if (o.steps < 1) throw std::invalid_argument("--steps must be at least 1");
+  if (o.device != "cpu" && o.device != "streams" && o.device != "cuda") {
+    throw std::invalid_argument("--device must be cpu, streams or cuda, not '" + o.device + "'");
+  }
   return o;
+}
+
+// Executor 0 is a oneTBB pool; with a device, executor 1 is a stream executor on its backend.
+depengine::EngineOptions engine_options(const Options& options) {
+  depengine::EngineOptions engine;
+  engine.executors.push_back(
+      std::make_unique<depengine::ThreadPoolExecutor>(depengine::ThreadPoolOptions{.workers = options.workers}));
+  std::unique_ptr<depengine::StreamBackend> backend;
+  if (options.device == "streams") {
+    backend = std::make_unique<depengine::HostStreamBackend>(depengine::HostStreamOptions{.devices = 1});
+  } else if (options.device == "cuda") {
+#if DEPENGINE_EXAMPLES_CUDA
+    backend = std::make_unique<depengine::CudaStreamBackend>();
+#else
+    throw std::runtime_error("--device cuda: this build has no CUDA (configure with DEPENGINE_WITH_CUDA=ON)");
+#endif
+  }
+  if (backend != nullptr) {
+    // Throws StreamError, with the backend's reason, when there is no device.
+    engine.executors.push_back(std::make_unique<depengine::StreamExecutor>(
+        std::move(backend), depengine::StreamExecutorOptions{
+                                .devices = 1, .compute_streams = 2, .copy_streams = 1, .name = options.device}));
+  }
+  return engine;
+}
+
+void print_epoch(int epoch, int epochs, const std::vector<float>& stats, int steps, int batch, float& loss,
+                 float& accuracy) {
+  double loss_sum = 0, hits = 0;
+  for (int s = 0; s < steps; ++s) {
+    loss_sum += stats[static_cast<std::size_t>(2 * s)];
+    hits += stats[static_cast<std::size_t>(2 * s + 1)];
+  }
+  loss = static_cast<float>(loss_sum / (steps * batch));
+  accuracy = static_cast<float>(hits / (steps * batch));
+  constexpr int kWidth = 30;
+  const int done = (epoch + 1) * kWidth / epochs;
+  std::printf("epoch %3d/%d [%s%s] loss %.4f  accuracy %5.1f%%\n", epoch + 1, epochs,
+              std::string(static_cast<std::size_t>(done), '#').c_str(),
+              std::string(static_cast<std::size_t>(kWidth - done), '.').c_str(), static_cast<double>(loss),
+              100.0 * static_cast<double>(accuracy));
+  std::fflush(stdout);
 }
 
 }  // namespace
 
 int main(int argc, char** argv) try {
   const Options options = parse(argc, argv);
-  depengine::EngineOptions engine_options;
-  if (options.use_inline) {
-    engine_options.executors.push_back(std::make_unique<depengine::InlineExecutor>());
-  } else {
-    engine_options.executors.push_back(
-        std::make_unique<depengine::ThreadPoolExecutor>(depengine::ThreadPoolOptions{.workers = options.workers}));
-  }
-  Engine engine(std::move(engine_options));
+  depengine::Engine engine(engine_options(options));
+  if (!options.trace.empty()) engine.StartTrace(options.trace);
+  const bool on_streams = options.device != "cpu";
+  depengine::Buffers buffers(engine, on_streams ? 1 : 0);
+  Device device{engine, buffers, 0, {.executor = on_streams ? 1u : 0u}};
 
-  // The task: targets are a fixed random nonlinear function of the inputs; the network must learn it.
-  std::mt19937 rng(7);
-  std::normal_distribution<float> normal(0, 1);
-  Tensor teacher(engine, kIn, kOut);
-  for (float& x : teacher.data) x = normal(rng) * 0.5f;
+  const depengine::examples::host::Dataset data = depengine::examples::host::make_spirals(kClasses, options.rows, 1);
+  const int batch = options.batch;
+  const int steps = data.rows / batch;
+  if (steps < 1) throw std::invalid_argument("--batch is larger than the data set (" + std::to_string(data.rows) + ")");
+  depengine::examples::Mlp model(device, {data.features, kHidden, kHidden, kClasses}, 7);
+  auto& layers = model.layers;
 
-  // Layers: weights, their gradients, activations and activation gradients. acts[0] is the input batch.
-  const int sizes[] = {kIn, kHidden, kHidden, kOut};
-  std::vector<std::unique_ptr<Tensor>> weights, grads, acts, act_grads;
-  for (int k = 0; k < 3; ++k) {
-    weights.push_back(std::make_unique<Tensor>(engine, sizes[k], sizes[k + 1]));
-    const float scale = 1.0f / std::sqrt(static_cast<float>(sizes[k]));
-    for (float& x : weights.back()->data) x = normal(rng) * scale;
-    grads.push_back(std::make_unique<Tensor>(engine, sizes[k], sizes[k + 1]));
-  }
-  for (int k = 0; k < 4; ++k) {
-    acts.push_back(std::make_unique<Tensor>(engine, kBatch, sizes[k]));
-    act_grads.push_back(std::make_unique<Tensor>(engine, kBatch, sizes[k]));
-  }
-  Tensor targets(engine, kBatch, kOut);
-  Var rng_state = engine.NewVariable();  // the data generator's PRNG: serialises batch generation
-  std::vector<float> losses(static_cast<std::size_t>(options.steps));
-
-  for (int step = 0; step < options.steps; ++step) {
-    // Next batch: inputs, and targets = tanh(inputs x teacher).
-    engine.Push(
-        [&] {
-          for (float& x : acts[0]->data) x = normal(rng);
-          forward(*acts[0], teacher, targets, true);
-        },
-        {teacher.var}, {acts[0]->var, targets.var, rng_state}, {.name = "batch"});
-    for (int k = 0; k < 3; ++k) {
-      engine.Push([&, k] { forward(*acts[k], *weights[k], *acts[k + 1], k < 2); },
-                  {acts[k]->var, weights[k]->var}, {acts[k + 1]->var}, {.name = "forward"});
-    }
-    // Loss (mean squared error) and its gradient.
-    engine.Push(
-        [&, step] {
-          float loss = 0;
-          for (int b = 0; b < kBatch; ++b) {
-            for (int j = 0; j < kOut; ++j) {
-              const float diff = acts[3]->at(b, j) - targets.at(b, j);
-              loss += diff * diff;
-              act_grads[3]->at(b, j) = 2 * diff;
-            }
+  std::printf("training a %d-%d-%d-%d perceptron on %d spiral points, batch %d, %d epochs, on %s\n", data.features,
+              kHidden, kHidden, kClasses, data.rows, batch, options.epochs, options.device.c_str());
+  const auto started = std::chrono::steady_clock::now();
+  // Each epoch's statistics (loss sum and hits per step) are downloaded into one of two host arrays; the main thread
+  // prints epoch e - 1 while epoch e runs.
+  std::vector<float> host_stats[2] = {std::vector<float>(static_cast<std::size_t>(2 * steps)),
+                                      std::vector<float>(static_cast<std::size_t>(2 * steps))};
+  const Var downloaded[2] = {engine.NewVariable(), engine.NewVariable()};
+  float first_loss = 0, loss = 0, accuracy = 0;
+  for (int epoch = 0; epoch <= options.epochs; ++epoch) {
+    if (epoch < options.epochs) {
+      Buffer stats = depengine::examples::allocate_floats(device, static_cast<std::size_t>(2 * steps));
+      for (int step = 0; step < steps; ++step) {
+        const std::size_t row = static_cast<std::size_t>(step) * static_cast<std::size_t>(batch);
+        Buffer x = depengine::examples::allocate_floats(device, static_cast<std::size_t>(batch * data.features));
+        Buffer labels = depengine::examples::allocate_floats(device, static_cast<std::size_t>(batch));
+        depengine::examples::push_upload(device, x, data.x.data() + row * static_cast<std::size_t>(data.features),
+                                         x.bytes(), "load x");
+        depengine::examples::push_upload(device, labels, data.labels.data() + row, labels.bytes(), "load labels");
+        // Forward: h1, h2, logits.
+        Buffer acts[3];
+        const Buffer* in = &x;
+        for (std::size_t k = 0; k < 3; ++k) {
+          acts[k] = depengine::examples::allocate_floats(device, static_cast<std::size_t>(batch * layers[k].out));
+          depengine::examples::push_forward(device, layers[k], *in, acts[k], batch);
+          in = &acts[k];
+        }
+        Buffer grads[3];  // d(loss)/d(output) of each layer
+        grads[2] = depengine::examples::allocate_floats(device, static_cast<std::size_t>(batch * kClasses));
+        depengine::examples::push_loss(device, acts[2], labels, grads[2], stats, static_cast<std::size_t>(step), batch,
+                                       kClasses, 1.0f / static_cast<float>(batch));
+        // Backward, top layer first. Each layer's update is pushed right after its gradient: it runs while the layers
+        // below are still back-propagating, and the next batch's forward through this layer waits for it alone.
+        for (int k = 2; k >= 0; --k) {
+          const auto layer = static_cast<std::size_t>(k);
+          Buffer* dx = nullptr;
+          if (k > 0) {
+            grads[layer - 1] =
+                depengine::examples::allocate_floats(device, static_cast<std::size_t>(batch * layers[layer].in));
+            dx = &grads[layer - 1];
           }
-          losses[static_cast<std::size_t>(step)] = loss / (kBatch * kOut);
-        },
-        {acts[3]->var, targets.var}, {act_grads[3]->var}, {.name = "loss"});
-    // Backward, top layer first; each layer's update is pushed right after its gradient, so it runs while the layers
-    // below are still back-propagating.
-    for (int k = 2; k >= 0; --k) {
-      Tensor* grad_in = k > 0 ? act_grads[static_cast<std::size_t>(k)].get() : nullptr;
-      std::vector<Var> mutated = {grads[k]->var};
-      if (grad_in != nullptr) mutated.push_back(grad_in->var);
-      engine.Push([&, k, grad_in] { backward(*acts[k], *weights[k], *act_grads[k + 1], *grads[k], grad_in); },
-                  {acts[k]->var, weights[k]->var, act_grads[k + 1]->var}, mutated, {.name = "backward"});
-      engine.Push(
-          [&, k] {
-            for (std::size_t i = 0; i < weights[k]->data.size(); ++i) {
-              weights[k]->data[i] -= kLearningRate * grads[k]->data[i];
-            }
-          },
-          {grads[k]->var}, {weights[k]->var}, {.name = "sgd"});
+          depengine::examples::push_backward(device, layers[layer], k > 0 ? acts[layer - 1] : x, acts[layer],
+                                             grads[layer], dx, batch);
+          depengine::examples::push_sgd(device, layers[layer], kLearningRate);
+        }
+        for (Buffer* b : {&x, &labels, &acts[0], &acts[1], &acts[2], &grads[0], &grads[1], &grads[2]}) {
+          buffers.deallocate(*b);
+        }
+      }
+      depengine::examples::push_download(device, stats, host_stats[epoch % 2].data(), stats.bytes(),
+                                         downloaded[epoch % 2]);
+      buffers.deallocate(stats);
     }
-    if ((step + 1) % 20 == 0 || step == 0) {
-      engine.WaitForVar(act_grads[3]->var);  // the loss op of this step has run
-      const int width = 30, done = (step + 1) * width / options.steps;
-      std::printf("[%.*s%*s] step %4d/%d  loss %.5f\n", done, "==============================", width - done, "",
-                  step + 1, options.steps, static_cast<double>(losses[static_cast<std::size_t>(step)]));
+    if (epoch > 0) {  // print the previous epoch, while this one runs
+      engine.WaitForVar(downloaded[(epoch - 1) % 2]);
+      print_epoch(epoch - 1, options.epochs, host_stats[(epoch - 1) % 2], steps, batch, loss, accuracy);
+      if (epoch == 1) first_loss = loss;
     }
   }
   engine.WaitForAll();
-  const std::size_t window = std::min<std::size_t>(10, losses.size());
-  float first = 0, last = 0;
-  for (std::size_t i = 0; i < window; ++i) {
-    first += losses[i] / static_cast<float>(window);
-    last += losses[losses.size() - 1 - i] / static_cast<float>(window);
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  std::printf("%d steps in %.2f s (%.0f us per step); mean loss %.4f -> %.4f (%.1fx lower), accuracy %.1f%%\n",
+              steps * options.epochs, seconds, 1e6 * seconds / (steps * options.epochs),
+              static_cast<double>(first_loss), static_cast<double>(loss), static_cast<double>(first_loss / loss),
+              100.0 * static_cast<double>(accuracy));
+  const depengine::MemoryPoolStats pool = buffers.pool(0).stats();
+  std::printf("memory: %llu fresh blocks, %llu reused without a wait, peak %zu KiB held\n",
+              static_cast<unsigned long long>(pool.fresh_allocations),
+              static_cast<unsigned long long>(pool.reuse_dominated + pool.reuse_complete), pool.peak_bytes_held / 1024);
+  if (on_streams) {
+    const depengine::StreamStats streams = static_cast<depengine::StreamExecutor&>(engine.executor(1)).stats();
+    std::printf("streams: %llu ops issued, %llu device waits issued, %llu elided, %llu host synchronisations\n",
+                static_cast<unsigned long long>(streams.ops_issued),
+                static_cast<unsigned long long>(streams.waits_issued),
+                static_cast<unsigned long long>(streams.waits_elided + streams.waits_complete),
+                static_cast<unsigned long long>(streams.host_synchronizations));
   }
-  std::printf("mean loss of the first and last %zu steps: %.5f -> %.5f (%.1fx lower)\n", window,
-              static_cast<double>(first), static_cast<double>(last), static_cast<double>(first / last));
-  if (options.check && !(last < first / 4)) {
-    std::fprintf(stderr, "training_loop: the loss did not fall fourfold\n");
+  for (auto& layer : layers) {
+    for (Buffer* b : {&layer.w, &layer.b, &layer.dw, &layer.db}) buffers.deallocate(*b);
+  }
+  engine.WaitForAll();
+  if (!options.trace.empty()) {
+    engine.StopTrace();
+    std::printf("trace written to %s\n", options.trace.c_str());
+  }
+  if (options.check && !(loss <= first_loss / 4 && accuracy >= 0.9f)) {
+    std::fprintf(stderr,
+                 "training_loop: check failed: the loss fell %.1fx (needs 4x) to accuracy %.1f%% (needs 90%%)\n",
+                 static_cast<double>(first_loss / loss), 100.0 * static_cast<double>(accuracy));
     return 1;
   }
   return 0;

@@ -76,7 +76,7 @@ namespace depengine {
 enum class CopyDirection : std::uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 
 [[nodiscard]] constexpr std::string_view to_string(StreamKind kind) noexcept {
-  return kind == StreamKind::kCompute ? "compute" : "copy";
+  return kind == StreamKind::kCompute ? "compute" : kind == StreamKind::kCopy ? "copy" : "collective";
 }
 
 // A stream of one backend. Trivially copyable; a default-constructed handle names nothing. Equal handles name the

@@ -101,24 +101,29 @@ StreamExecutor::StreamExecutor(std::unique_ptr<StreamBackend> backend, StreamExe
   }
   compute_streams_ = options.compute_streams;
   copy_streams_ = options.copy_streams;
+  channels_ = options.collective_channels;
   const AxisAllocator axes;
+  auto add = [&](std::uint32_t device, StreamKind kind, std::uint32_t index) {
+    auto stream = std::make_unique<Stream>();
+    stream->owner = this;
+    stream->device = device;
+    stream->kind = kind;
+    stream->index = index;
+    stream->axis = axes.allocate(kind == StreamKind::kCollective ? AxisDomain::kCollective : AxisDomain::kQueue);
+    // A channel is an ordinary stream of device 0 to the backend.
+    stream->handle = backend_->create_stream(static_cast<int>(device),
+                                             kind == StreamKind::kCollective ? StreamKind::kCompute : kind);
+    Stream& s = *streams_.emplace_back(std::move(stream));
+    s.native = backend_->native_handle(s.handle);
+    for (EventSlot& slot : s.ring) slot.event = backend_->create_event(static_cast<int>(device));
+  };
   try {
     for (std::uint32_t device = 0; device < devices_; ++device) {
       for (const StreamKind kind : {StreamKind::kCompute, StreamKind::kCopy}) {
-        for (std::uint32_t index = 0; index < streams(kind); ++index) {
-          auto stream = std::make_unique<Stream>();
-          stream->owner = this;
-          stream->device = device;
-          stream->kind = kind;
-          stream->index = index;
-          stream->axis = axes.allocate(AxisDomain::kQueue);
-          stream->handle = backend_->create_stream(static_cast<int>(device), kind);
-          Stream& s = *streams_.emplace_back(std::move(stream));
-          s.native = backend_->native_handle(s.handle);
-          for (EventSlot& slot : s.ring) slot.event = backend_->create_event(static_cast<int>(device));
-        }
+        for (std::uint32_t index = 0; index < streams(kind); ++index) add(device, kind, index);
       }
     }
+    for (std::uint32_t index = 0; index < channels_; ++index) add(0, StreamKind::kCollective, index);
   } catch (...) {
     for (const auto& s : streams_) {
       for (EventSlot& slot : s->ring) backend_->destroy_event(slot.event);
@@ -178,8 +183,22 @@ void StreamExecutor::wait_for(const StreamPlacement& where, const WaitFrontier& 
 StreamExecutor::Stream* StreamExecutor::stream_at(std::uint32_t device, StreamKind kind,
                                                   std::uint32_t index) const noexcept {
   if (device >= devices_ || index >= streams(kind)) return nullptr;
-  const std::size_t base = std::size_t{device} * (compute_streams_ + copy_streams_);
-  return streams_[base + (kind == StreamKind::kCompute ? 0 : compute_streams_) + index].get();
+  const std::size_t per_device = compute_streams_ + copy_streams_;
+  if (kind == StreamKind::kCollective) return device == 0 ? streams_[devices_ * per_device + index].get() : nullptr;
+  return streams_[device * per_device + (kind == StreamKind::kCompute ? 0 : compute_streams_) + index].get();
+}
+
+std::string StreamExecutor::axis_name(Axis axis) const {
+  const Stream* s = find(axis);
+  if (s == nullptr) return Executor::axis_name(axis);
+  const std::string kind(to_string(s->kind)), index = std::to_string(s->index);
+  return s->kind == StreamKind::kCollective ? kind + " " + index
+                                            : "d" + std::to_string(s->device) + " " + kind + " " + index;
+}
+
+DeviceWaits StreamExecutor::device_waits() const noexcept {
+  const StreamStats sum = stats();
+  return DeviceWaits{sum.waits_issued, sum.waits_elided + sum.waits_complete};
 }
 
 Axis StreamExecutor::axis(std::uint32_t device, StreamKind kind, std::uint32_t index) const {
@@ -242,6 +261,13 @@ StreamExecutor::Stream* StreamExecutor::choose(const Task& task, const WaitFront
                                                std::exception_ptr& error) const {
   const StreamKind kind = task.stream_kind();
   const std::uint32_t count = streams(kind);
+  if (kind == StreamKind::kCollective && task.device() != 0) {
+    error = std::make_exception_ptr(StreamError(backend_->name(), "StreamExecutor", StreamError::kBadDevice,
+                                                "an op's context names device " + std::to_string(task.device()) +
+                                                    " with kind collective; executor '" + name_ + "' keeps its " +
+                                                    std::to_string(count) + " collective channel(s) on device 0"));
+    return nullptr;
+  }
   if (task.device() >= devices_ || count == 0 ||
       (task.stream() >= 0 && static_cast<std::uint32_t>(task.stream()) >= count)) {
     const std::string stream = task.stream() >= 0 ? "stream " + std::to_string(task.stream()) + " of kind " : "kind ";

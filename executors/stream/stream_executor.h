@@ -16,6 +16,15 @@
 //   3. then the one with the fewest ops issued and not yet completed.
 // So a chain stays on one stream, and independent ops (a fork) spread over the unused or idle streams.
 //
+// Collective channels (StreamKind::kCollective, StreamExecutorOptions::collective_channels). A channel is a stream
+// of the executor, not of one device, for work that spans devices: an all-reduce that gathers every device's
+// gradient and scatters the sum back. It is created on device 0 (its work is enqueued there and reaches the other
+// devices' memory by peer access; on the host backend all memory is host memory), and its axis is in the collective
+// domain. An op placed on a channel (context device 0, kind kCollective) waits on the device streams it depends on
+// like any stream op, and its signal is the one entry (channel axis, epoch): what follows the collective on any device
+// waits for one event, however many devices took part, and a frontier holds one entry for it, not one per device
+// (DESIGN.md section 4, the seed's collective-channel axes).
+//
 // Waits. For the chosen stream S and each entry (axis, epoch) of the op's wait frontier:
 //   - elided (dominated) if S's knowledge frontier already covers it: S waited for it, or for something that
 //     implied it, earlier; same-stream entries are always covered (FIFO order holds them);
@@ -94,7 +103,9 @@ struct StreamExecutorOptions {
   int devices = -1;
   std::uint32_t compute_streams = 2;  // per device
   std::uint32_t copy_streams = 1;     // per device
-  std::string name = "stream";        // Executor::name(), e.g. "cuda"
+  // Collective channels, per executor (see Collective channels above).
+  std::uint32_t collective_channels = 0;
+  std::string name = "stream";  // Executor::name(), e.g. "cuda"
   StreamCompletion completion = StreamCompletion::kAuto;
 };
 
@@ -139,14 +150,17 @@ class StreamExecutor final : public Executor {
   [[nodiscard]] bool issues_ahead() const noexcept override { return true; }
   [[nodiscard]] bool owns_axis(Axis axis) const noexcept override { return find(axis) != nullptr; }
   [[nodiscard]] std::size_t axis_count() const noexcept override { return streams_.size(); }
+  [[nodiscard]] std::string axis_name(Axis axis) const override;     // "d0 compute 1", "collective 0"
+  [[nodiscard]] DeviceWaits device_waits() const noexcept override;  // from stats(): elided includes complete
 
   [[nodiscard]] StreamBackend& backend() const noexcept { return *backend_; }
   [[nodiscard]] StreamCompletion completion() const noexcept { return completion_; }
   [[nodiscard]] std::uint32_t devices() const noexcept { return devices_; }
+  // Streams of `kind` per device (collective channels: of the executor).
   [[nodiscard]] std::uint32_t streams(StreamKind kind) const noexcept {
-    return kind == StreamKind::kCompute ? compute_streams_ : copy_streams_;
+    return kind == StreamKind::kCompute ? compute_streams_ : kind == StreamKind::kCopy ? copy_streams_ : channels_;
   }
-  // The axis of stream `index` of `kind` on `device`. Throws std::out_of_range.
+  // The axis of stream `index` of `kind` on `device` (a collective channel: device 0). Throws std::out_of_range.
   [[nodiscard]] Axis axis(std::uint32_t device, StreamKind kind, std::uint32_t index) const;
 
   // For the function of a stream op while it is being issued on `where` (its RunContext::stream), on that thread and
@@ -189,8 +203,10 @@ class StreamExecutor final : public Executor {
   std::uint32_t devices_ = 0;
   std::uint32_t compute_streams_ = 0;
   std::uint32_t copy_streams_ = 0;
-  std::vector<std::unique_ptr<Stream>> streams_;  // device-major, compute then copy; immutable after construction
-  ExecutorHost* host_ = nullptr;                  // set by start()
+  std::uint32_t channels_ = 0;
+  // Device-major, compute then copy, then the collective channels; immutable after construction.
+  std::vector<std::unique_ptr<Stream>> streams_;
+  ExecutorHost* host_ = nullptr;  // set by start()
 
   // Submission queue and the draining flag (see "Issue order" above).
   std::mutex queue_mutex_;

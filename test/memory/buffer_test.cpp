@@ -304,9 +304,51 @@ TEST_CASE("Buffers: pipelined training steps complete in a pool bounded to one s
   }
 }
 
+TEST_CASE("Buffers on a CPU executor: host blocks for CPU ops, reused after each free with no wait, bounded too",
+          "[memory][buffers]") {
+  Watchdog watchdog("host buffers");
+  Engine engine(stream_engine_options());
+  for (const bool bounded : {false, true}) {
+    DYNAMIC_SECTION((bounded ? "bounded" : "unbounded")) {
+      constexpr std::size_t kBytes = 4096;
+      BuffersOptions options;
+      if (bounded) options.limit = 2 * kBytes;  // two blocks: a chain of 50 steps runs in them
+      Buffers buffers(engine, kCpu, options);
+      constexpr int kSteps = 50;
+      std::vector<unsigned char> seen(kSteps, 0);
+      Buffer previous = buffers.allocate(kBytes, 0);
+      engine.Push([previous] { std::memset(previous.data(), 1, kBytes); }, {}, {previous.var()});
+      for (int step = 1; step < kSteps; ++step) {
+        Buffer next = buffers.allocate(kBytes, 0);
+        const auto value = static_cast<unsigned char>(step + 1);
+        engine.Push(
+            [previous, next, value, &seen, step] {
+              seen[static_cast<std::size_t>(step)] =
+                  holds(previous.data(), kBytes, static_cast<unsigned char>(value - 1));
+              std::memset(next.data(), value, kBytes);
+            },
+            {previous.var()}, {next.var()});
+        buffers.deallocate(previous);
+        previous = next;
+      }
+      buffers.deallocate(previous);
+      engine.WaitForAll();
+      for (int step = 1; step < kSteps; ++step) CHECK(seen[static_cast<std::size_t>(step)] == 1);
+      const MemoryPoolStats stats = buffers.pool(0).stats();
+      // Unbounded, an allocation runs as soon as it is pushed (it depends on nothing), so most are fresh; bounded to
+      // two blocks, every step reuses the block freed two steps before.
+      CHECK(stats.fresh_allocations + stats.reuse_dominated + stats.reuse_complete + stats.reuse_reserved == kSteps);
+      CHECK(stats.reuse_with_waits == 0);
+      if (bounded) CHECK(stats.fresh_allocations == 2);
+      CHECK(stats.bytes_in_use == 0);
+      if (bounded) CHECK(stats.peak_bytes_held <= 2 * kBytes);
+      CHECK_THROWS_WITH((void)buffers.allocate(64, 1), Catch::Contains("device 1"));
+    }
+  }
+}
+
 TEST_CASE("Buffers: misuse gets clear errors", "[memory][buffers][errors]") {
   Engine engine(stream_engine_options());
-  CHECK_THROWS_WITH(Buffers(engine, kCpu), Catch::Contains("not a StreamExecutor"));
   Buffers buffers(engine, kStream);
   CHECK_THROWS_WITH((void)buffers.allocate(0, 0), Catch::Contains("0 bytes"));
   CHECK_THROWS_WITH((void)buffers.allocate(64, 3), Catch::Contains("device 3"));

@@ -23,6 +23,7 @@ struct StreamEngineSetup {
   int devices = 1;
   std::uint32_t compute_streams = 2;
   std::uint32_t copy_streams = 0;
+  std::uint32_t collective_channels = 0;
   int workers = 2;                                        // of the CPU pool
   std::chrono::nanoseconds launch_delay{0};               // simulated device time of every launch (HostStreamOptions)
   StreamCompletion completion = StreamCompletion::kAuto;  // kNotify on the host backend
@@ -38,6 +39,7 @@ inline EngineOptions stream_engine_options(const StreamEngineSetup& setup = {}) 
                                            .devices = setup.devices, .launch_delay = setup.launch_delay}),
                                        StreamExecutorOptions{.compute_streams = setup.compute_streams,
                                                              .copy_streams = setup.copy_streams,
+                                                             .collective_channels = setup.collective_channels,
                                                              .completion = setup.completion}));
   options.max_in_flight = setup.max_in_flight;
   return options;

@@ -4,13 +4,18 @@
 //
 // Wait counts are made independent of timing by holding the first stream op on a StreamGate until every op of the
 // scenario has been issued: nothing completes early, so no entry is elided for being complete already.
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <cstdio>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
+#include "test/engine/test_support.h"
+#include "test/engine/trace_file.h"
 #include "test/executors/stream/stream_executor_support.h"
 
 namespace depengine::test {
@@ -275,6 +280,109 @@ TEST_CASE("placement: devices, kinds, pinned streams, and what a stream op's fun
   CHECK(waits == WaitFrontier{{streams.axis(0, StreamKind::kCompute, 0), 1}});
 }
 
+TEST_CASE("an all-reduce on a collective channel is one frontier entry: each device's next op waits once, not N times",
+          "[stream_executor][collective]") {
+  Watchdog watchdog("collective channel");
+  constexpr int kDevices = 3;
+  Engine engine(stream_engine_options({.devices = kDevices, .compute_streams = 1, .collective_channels = 1}));
+  const StreamExecutor& streams = stream_executor(engine);
+  const Axis channel = streams.axis(0, StreamKind::kCollective, 0);
+  CHECK(channel.domain() == AxisDomain::kCollective);
+  CHECK(streams.axis_name(channel) == "collective 0");
+  CHECK(streams.axis_name(streams.axis(2, StreamKind::kCompute, 0)) == "d2 compute 0");
+  StreamGate gate;
+  Var grads[kDevices], outs[kDevices];
+  std::uint64_t grad[kDevices] = {}, out[kDevices] = {};
+  for (int d = 0; d < kDevices; ++d) {
+    grads[d] = engine.NewVariable();
+    outs[d] = engine.NewVariable();
+    engine.Push(
+        [&, d](const RunContext& ctx) {
+          launch(ctx, [&, d] {
+            if (d == 0) gate.hold();
+            grad[d] = static_cast<std::uint64_t>(d + 1);
+          });
+        },
+        {}, {grads[d]}, on_stream(-1, static_cast<std::uint32_t>(d)));
+  }
+  // The all-reduce: one op on the channel, which waits for each device's stream, sums, and writes every copy.
+  engine.Push(
+      [&](const RunContext& ctx) {
+        CHECK(ctx.stream->kind == StreamKind::kCollective);
+        CHECK(ctx.stream->axis == channel);
+        launch(ctx, [&] {
+          const std::uint64_t sum = grad[0] + grad[1] + grad[2];
+          for (std::uint64_t& g : grad) g = sum;
+        });
+      },
+      {}, {grads[0], grads[1], grads[2]}, on_stream(-1, 0, StreamKind::kCollective));
+  std::vector<WaitFrontier> consumer_waits(kDevices);
+  for (int d = 0; d < kDevices; ++d) {
+    engine.Push(
+        [&, d](const RunContext& ctx) {
+          consumer_waits[static_cast<std::size_t>(d)] = *ctx.waits;
+          launch(ctx, [&, d] { out[d] = grad[d] * 10 + static_cast<std::uint64_t>(d); });
+        },
+        {grads[d]}, {outs[d]}, on_stream(-1, static_cast<std::uint32_t>(d)));
+  }
+  // The channel waited on the three device streams; each device's consumer needs the channel's one entry, not one
+  // per device, and waits once.
+  CHECK(streams.stats(0, StreamKind::kCollective, 0).waits_issued == kDevices);
+  for (int d = 0; d < kDevices; ++d) {
+    CAPTURE(d);
+    CHECK(consumer_waits[static_cast<std::size_t>(d)] == WaitFrontier{{channel, 1}});
+    CHECK(streams.stats(static_cast<std::uint32_t>(d), StreamKind::kCompute, 0).waits_issued == 1);
+  }
+  gate.open();
+  for (int d = 0; d < kDevices; ++d) {
+    engine.WaitForVar(outs[d]);
+    CHECK(out[d] == 60 + static_cast<std::uint64_t>(d));
+  }
+}
+
+TEST_CASE("a trace of stream ops: a lane per stream, arrows from the issue, and device-wait counters",
+          "[stream_executor][trace]") {
+  Watchdog watchdog("stream trace");
+  const std::string path = temporary_trace_path("streams");
+  {
+    Engine engine(stream_engine_options({.compute_streams = 2}));
+    Var x = engine.NewVariable(), y = engine.NewVariable(), z = engine.NewVariable();
+    engine.StartTrace(path);
+    HeldOp gate(engine, {}, {x}, {.name = "gate"});  // a CPU op: everything below is pushed before any of it is ready
+    engine.Push([](const RunContext&) {}, {x}, {y}, {.context = on_stream(0).context, .name = "first"});
+    engine.Push([](const RunContext&) {}, {y}, {z}, {.context = on_stream(1).context, .name = "second"});
+    engine.Push([] {}, {z}, {}, {.context = {.executor = kCpu}, .name = "cpu"});
+    REQUIRE(gate.release());
+    engine.StopTrace();
+  }
+  const TraceFile trace = read_trace(path);
+  std::remove(path.c_str());
+  REQUIRE(trace.slices.size() == 4);
+  std::map<std::string, TraceFile::Slice> by_name;
+  std::map<std::string, std::uint64_t> ids;
+  for (const auto& [id, slice] : trace.slices) {
+    by_name[slice.name] = slice;
+    ids[slice.name] = id;
+  }
+  CHECK(trace.lanes.at(by_name.at("first").tid) == "stream d0 compute 0");
+  CHECK(trace.lanes.at(by_name.at("second").tid) == "stream d0 compute 1");
+  CHECK(trace.lanes.at(by_name.at("cpu").tid).find("stream") == std::string::npos);
+  // The gate released "first"; "first" released "second" when it was issued, so that arrow starts where the first
+  // slice does (the issue), as does the one from "second" to the CPU op, which then waited for "second" to complete.
+  REQUIRE(trace.flows.size() == 3);
+  const std::pair<const char*, const char*> edges[] = {{"gate", "first"}, {"first", "second"}, {"second", "cpu"}};
+  for (const auto& [from, to] : edges) {
+    CAPTURE(from, to);
+    const auto flow = std::find_if(trace.flows.begin(), trace.flows.end(),
+                                   [&](const TraceFile::Flow& f) { return f.from == ids.at(from); });
+    REQUIRE(flow != trace.flows.end());
+    CHECK(flow->to == ids.at(to));
+    if (std::string(from) != "gate") CHECK(flow->from_ts == by_name.at(from).ts);
+  }
+  CHECK(by_name.at("cpu").ts >= by_name.at("second").ts + by_name.at("second").dur - 0.002);
+  CHECK(trace.counters.at("device waits") == 2);  // one sample per stream op
+}
+
 TEST_CASE("bad placement and misuse get clear errors", "[stream_executor][errors]") {
   Watchdog watchdog("stream misuse");
   Engine engine(stream_engine_options({.devices = 1, .compute_streams = 2, .copy_streams = 0}));
@@ -285,6 +393,8 @@ TEST_CASE("bad placement and misuse get clear errors", "[stream_executor][errors
   CHECK_THROWS_WITH(engine.WaitForVar(v), Catch::Contains("stream 5 of kind compute"));
   engine.Push([] {}, {}, {v}, on_stream(-1, 0, StreamKind::kCopy));
   CHECK_THROWS_WITH(engine.WaitForVar(v), Catch::Contains("0 copy stream(s)"));
+  engine.Push([] {}, {}, {v}, on_stream(-1, 0, StreamKind::kCollective));
+  CHECK_THROWS_WITH(engine.WaitForVar(v), Catch::Contains("0 collective stream(s)"));
   CHECK_THROWS_WITH(engine.PushAsync([](Completion done) { done(); }, {}, {v}, on_stream()),
                     Catch::Contains("PushAsync") && Catch::Contains("stream executor"));
 }

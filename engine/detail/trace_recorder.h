@@ -1,0 +1,94 @@
+// TraceRecorder: what an engine records while tracing (Engine::StartTrace, DEPENGINE_TRACE), written as a Chrome
+// trace-event JSON file that Perfetto (ui.perfetto.dev) and chrome://tracing open.
+//
+// The file holds:
+//   - one lane (a "thread" of process 1) per host thread that ran ops, named after its executor and worker index
+//     ("threadpool worker 1") or numbered ("thread 2") for threads that are not workers (a waiting thread that helps,
+//     the inline executor's pushing thread), and one lane per stream ("cuda d0 compute 1");
+//   - one complete slice ("ph":"X", "cat":"op") per op, named after PushOptions::name, with its variables in args
+//     ("v7" is variable slot 7, "v7.2" its third incarnation after two DeleteVariable). A CPU op's slice spans its
+//     function; a stream op's spans from its issue, or the end of the previous op on its stream if later, to the
+//     moment its completion reached the engine (so it shows the op's time in the stream's queue, not device time);
+//   - one flow arrow ("ph":"s" then "ph":"f", "cat":"dep") from each op to every op whose last grant its release gave
+//     (the dependency that made it ready), starting where the release happened: the end of a CPU op, the issue of a
+//     stream op;
+//   - counters: "ops in flight" at each op's end, and, with stream executors, "device waits" (issued; elided,
+//     dominated or found complete) at each stream op's completion.
+// Not recorded: ops pushed before the trace started, ops skipped because of an error, and the engine's own ops
+// (the ones behind WaitForVar and WaitForAll). An arrow whose two ops are not both recorded is left out.
+//
+// Thread safety: every member from any thread (one mutex; tracing costs about a microsecond per op and some 200
+// bytes of memory per op until the file is written). Ops get ids from a process-wide counter, so an op of an earlier
+// trace is never mistaken for one of a later trace.
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <map>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/frontier/axis.h"
+
+namespace depengine::detail {
+
+class TraceRecorder {
+ public:
+  explicit TraceRecorder(std::string path);
+
+  [[nodiscard]] const std::string& path() const noexcept { return path_; }
+  // A new op id, never 0 (0 means "not traced").
+  [[nodiscard]] static std::uint64_t next_op() noexcept;
+  // Nanoseconds since the recorder was made.
+  [[nodiscard]] std::int64_t now() const noexcept;
+
+  // The calling thread's lane, named after `executor` and `worker` (-1: not a worker) the first time.
+  [[nodiscard]] std::uint32_t thread_lane(std::string_view executor, int worker);
+  // The lane of the stream with `axis`, named `name` the first time.
+  [[nodiscard]] std::uint32_t stream_lane(Axis axis, const std::string& name);
+
+  struct Slice {
+    std::uint64_t op = 0;
+    std::string name;
+    std::uint32_t lane = 0;
+    std::int64_t start = 0, end = 0;  // now() values
+    bool released_at_start = false;   // a stream op: it released its successors when it was issued
+    std::string reads, mutates;       // variable labels, space-separated
+  };
+  // Records a finished op. A stream op's slice starts no earlier than the end of the previous one on its lane.
+  void slice(Slice slice, std::int64_t ops_in_flight);
+  // Records that op `from` gave op `to` its last grant.
+  void flow(std::uint64_t from, std::uint64_t to);
+  // Samples the device-wait counters (cumulative over the engine's stream executors).
+  void device_waits(std::uint64_t issued, std::uint64_t elided);
+
+  // Writes the file. Throws Error if it cannot be written.
+  void write() const;
+
+ private:
+  struct Lane {
+    std::string name;
+    std::int64_t last_end = 0;
+    bool stream = false;
+  };
+  struct Counter {
+    std::int64_t at;
+    std::uint64_t a, b;
+  };
+
+  const std::string path_;
+  const std::uint64_t generation_;  // distinguishes this recorder from earlier ones in threads' lane caches
+  const std::chrono::steady_clock::time_point origin_ = std::chrono::steady_clock::now();
+  mutable std::mutex mutex_;
+  std::vector<Lane> lanes_;                                     // guarded by mutex_
+  std::map<Axis, std::uint32_t> streams_;                       // guarded by mutex_
+  std::uint32_t unnamed_threads_ = 0;                           // guarded by mutex_
+  std::vector<Slice> slices_;                                   // guarded by mutex_
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> flows_;  // guarded by mutex_
+  std::vector<Counter> in_flight_;                              // guarded by mutex_: (at, ops)
+  std::vector<Counter> waits_;                                  // guarded by mutex_: (at, issued, elided)
+};
+
+}  // namespace depengine::detail

@@ -1,0 +1,388 @@
+// Data-parallel training on N devices, written as serial code: the MXNet design note's two-GPU network, generalised.
+//
+// Every device holds a replica of a 2 -> 64 -> 64 -> 3 perceptron and trains on its slice of each batch. As soon as
+// the backward op of layer k has been pushed on every device, the all-reduce of layer k is pushed on the executor's
+// collective channel: it copies each device's gradients of that layer to device 0 and sums them there, the SGD update
+// of the master weights follows on the channel, and so does the copy of the new weights back to every device. The
+// engine starts the all-reduce of layer k as soon as the last device has finished that layer's backward pass, while
+// the devices go on with the layers below; each device's next forward through layer k starts once its weights are
+// back. Those ops wait for one device event, the channel's, however many devices took part: the collective signals
+// one axis, not N.
+//
+//   gradient_aggregation [--devices N] [--device streams|cuda] [--epochs N] [--batch N] [--check]
+//
+// --device streams (default) simulates the devices with the host stream backend, so it runs anywhere; cuda uses the
+// GPUs (as many as --devices, at most the GPUs present). At the end it trains the same model on one device with the
+// whole batch (plain loops, no engine) and compares the weights: --check exits with status 1 if any weight differs by
+// more than 1e-4 relative to the largest weight (the devices sum their slices' gradients in another order than one
+// device sums the batch, so the two agree to float rounding, not bit for bit).
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <exception>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "engine/engine.h"
+#include "examples/common/dense_kernels.h"
+#include "examples/common/mlp.h"
+#include "executors/host_stream/host_stream_backend.h"
+#include "executors/stream/stream_executor.h"
+#include "executors/threadpool/threadpool_executor.h"
+#include "memory/buffer.h"
+#if DEPENGINE_EXAMPLES_CUDA
+#include "executors/cuda_stream/cuda_stream_backend.h"
+#endif
+
+namespace {
+
+using depengine::Buffer;
+using depengine::RunContext;
+using depengine::StreamKind;
+using depengine::Var;
+using depengine::examples::Dense;
+using depengine::examples::Device;
+namespace host = depengine::examples::host;
+
+constexpr int kClasses = 3;
+constexpr int kHidden = 64;
+constexpr float kLearningRate = 0.5f;
+constexpr std::uint32_t kSeed = 7;
+constexpr const char* kReduce[3] = {"all-reduce 0", "all-reduce 1", "all-reduce 2"};
+constexpr const char* kBroadcast[3] = {"broadcast 0", "broadcast 1", "broadcast 2"};
+
+struct Options {
+  int devices = 4;
+  std::string device = "streams";
+  int epochs = 10;
+  int batch = 100;  // the global batch, split evenly over the devices
+  bool check = false;
+};
+
+Options parse(int argc, char** argv) {
+  Options o;
+  for (int i = 1; i < argc; ++i) {
+    const std::string_view arg = argv[i];
+    auto value = [&]() -> std::string {
+      if (i + 1 >= argc) throw std::invalid_argument(std::string(arg) + " needs a value");
+      return argv[++i];
+    };
+    auto number = [&] {
+      const std::string text = value();
+      std::size_t used = 0;
+      const int n = std::stoi(text, &used);
+      if (used != text.size() || n < 1) throw std::invalid_argument(std::string(arg) + " needs a positive number");
+      return n;
+    };
+    if (arg == "--devices") {
+      o.devices = number();
+    } else if (arg == "--device") {
+      o.device = value();
+    } else if (arg == "--epochs") {
+      o.epochs = number();
+    } else if (arg == "--batch") {
+      o.batch = number();
+    } else if (arg == "--check") {
+      o.check = true;
+    } else {
+      throw std::invalid_argument("unknown option '" + std::string(arg) +
+                                  "' (--devices N, --device streams|cuda, --epochs N, --batch N, --check)");
+    }
+  }
+  if (o.device != "streams" && o.device != "cuda") {
+    throw std::invalid_argument("--device must be streams or cuda, not '" + o.device + "'");
+  }
+  if (o.devices > 15) throw std::invalid_argument("--devices: at most 15 (an engine has at most 16 streams)");
+  if (o.batch % o.devices != 0) throw std::invalid_argument("--batch must be a multiple of --devices");
+  return o;
+}
+
+depengine::EngineOptions engine_options(const Options& options) {
+  depengine::EngineOptions engine;
+  engine.executors.push_back(std::make_unique<depengine::ThreadPoolExecutor>());
+  std::unique_ptr<depengine::StreamBackend> backend;
+  if (options.device == "streams") {
+    backend = std::make_unique<depengine::HostStreamBackend>(depengine::HostStreamOptions{.devices = options.devices});
+  } else {
+#if DEPENGINE_EXAMPLES_CUDA
+    backend = std::make_unique<depengine::CudaStreamBackend>();
+#else
+    throw std::runtime_error("--device cuda: this build has no CUDA (configure with DEPENGINE_WITH_CUDA=ON)");
+#endif
+  }
+  // One compute stream per device and one collective channel. Throws StreamError when there are fewer devices.
+  engine.executors.push_back(std::make_unique<depengine::StreamExecutor>(
+      std::move(backend), depengine::StreamExecutorOptions{.devices = options.devices,
+                                                           .compute_streams = 1,
+                                                           .copy_streams = 0,
+                                                           .collective_channels = 1,
+                                                           .name = options.device}));
+  return engine;
+}
+
+// The reference: one device, the whole batch, plain loops. Returns the weights and biases of every layer.
+std::vector<std::vector<float>> train_on_one_device(const host::Dataset& data, const Options& options, int steps) {
+  const int sizes[] = {data.features, kHidden, kHidden, kClasses};
+  const int batch = options.batch;
+  std::vector<std::vector<float>> w(3), b(3), dw(3), db(3), acts(3), grads(3);
+  for (std::size_t k = 0; k < 3; ++k) {
+    w[k].resize(static_cast<std::size_t>(sizes[k] * sizes[k + 1]));
+    host::init_weights(w[k].data(), sizes[k], sizes[k + 1], kSeed + static_cast<std::uint32_t>(k));
+    b[k].assign(static_cast<std::size_t>(sizes[k + 1]), 0.0f);
+    dw[k].resize(w[k].size());
+    db[k].resize(b[k].size());
+    acts[k].resize(static_cast<std::size_t>(batch * sizes[k + 1]));
+    grads[k].resize(static_cast<std::size_t>(batch * sizes[k + 1]));
+  }
+  float stats[2];
+  for (int epoch = 0; epoch < options.epochs; ++epoch) {
+    for (int step = 0; step < steps; ++step) {
+      const std::size_t row = static_cast<std::size_t>(step * batch);
+      const float* x = data.x.data() + row * static_cast<std::size_t>(data.features);
+      for (std::size_t k = 0; k < 3; ++k) {
+        host::dense_forward(k == 0 ? x : acts[k - 1].data(), w[k].data(), b[k].data(), acts[k].data(), batch, sizes[k],
+                            sizes[k + 1], k < 2);
+      }
+      host::softmax_cross_entropy(acts[2].data(), data.labels.data() + row, grads[2].data(), stats, batch, kClasses,
+                                  1.0f / static_cast<float>(batch));
+      for (std::size_t k = 3; k-- > 0;) {
+        host::dense_backward(k == 0 ? x : acts[k - 1].data(), w[k].data(), acts[k].data(), grads[k].data(),
+                             dw[k].data(), db[k].data(), k > 0 ? grads[k - 1].data() : nullptr, batch, sizes[k],
+                             sizes[k + 1], k < 2);
+        host::sgd(w[k].data(), dw[k].data(), static_cast<int>(w[k].size()), kLearningRate);
+        host::sgd(b[k].data(), db[k].data(), static_cast<int>(b[k].size()), kLearningRate);
+      }
+    }
+  }
+  std::vector<std::vector<float>> parameters;
+  for (std::size_t k = 0; k < 3; ++k) {
+    parameters.push_back(w[k]);
+    parameters.push_back(b[k]);
+  }
+  return parameters;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options options = parse(argc, argv);
+  depengine::Engine engine(engine_options(options));
+  constexpr std::uint32_t kStreams = 1;
+  auto& streams = static_cast<depengine::StreamExecutor&>(engine.executor(kStreams));
+  depengine::Buffers buffers(engine, kStreams);
+  const int n = options.devices;
+  std::vector<Device> devices;
+  for (int d = 0; d < n; ++d) {
+    devices.push_back(Device{engine,
+                             buffers,
+                             static_cast<std::uint32_t>(d),
+                             {.executor = kStreams, .device = static_cast<std::uint32_t>(d)}});
+  }
+  // The master copy of the model lives on device 0 and is updated by ops on the collective channel.
+  Device channel{engine, buffers, 0, {.executor = kStreams, .device = 0, .stream_kind = StreamKind::kCollective}};
+
+  const host::Dataset data = host::make_spirals(kClasses, 400, 1);
+  const int batch = options.batch, slice = batch / n;
+  const int steps = data.rows / batch;
+  if (steps < 1) throw std::invalid_argument("--batch is larger than the data set (" + std::to_string(data.rows) + ")");
+  const std::vector<int> sizes = {data.features, kHidden, kHidden, kClasses};
+  depengine::examples::Mlp master(channel, sizes, kSeed);
+  std::vector<std::unique_ptr<depengine::examples::Mlp>> replicas;
+  for (Device& device : devices) replicas.push_back(std::make_unique<depengine::examples::Mlp>(device, sizes, kSeed));
+  std::vector<Buffer> scratch;  // on device 0: one device's gradients of a layer, on their way into the sum
+  for (const Dense& layer : master.layers) {
+    scratch.push_back(
+        depengine::examples::allocate_floats(channel, static_cast<std::size_t>((layer.in + 1) * layer.out)));
+  }
+
+  std::printf("data-parallel training on %d %s devices: global batch %d (%d rows per device), %d epochs of %d steps\n",
+              n, options.device.c_str(), batch, slice, options.epochs, steps);
+  std::vector<float> host_stats(static_cast<std::size_t>(2 * n * steps));
+  const Var stats_read = engine.NewVariable();
+  for (int epoch = 0; epoch < options.epochs; ++epoch) {
+    std::vector<Buffer> stats;
+    for (Device& device : devices)
+      stats.push_back(depengine::examples::allocate_floats(device, static_cast<std::size_t>(2 * steps)));
+    for (int step = 0; step < steps; ++step) {
+      // Forward and loss on every device, on its slice of the batch.
+      struct Step {
+        Buffer x, labels, acts[3], grads[3];
+      };
+      std::vector<Step> work(static_cast<std::size_t>(n));
+      for (int d = 0; d < n; ++d) {
+        Device& device = devices[static_cast<std::size_t>(d)];
+        Step& s = work[static_cast<std::size_t>(d)];
+        const auto& layers = replicas[static_cast<std::size_t>(d)]->layers;
+        const std::size_t row = static_cast<std::size_t>(step * batch + d * slice);
+        s.x = depengine::examples::allocate_floats(device, static_cast<std::size_t>(slice * data.features));
+        s.labels = depengine::examples::allocate_floats(device, static_cast<std::size_t>(slice));
+        depengine::examples::push_upload(device, s.x, data.x.data() + row * static_cast<std::size_t>(data.features),
+                                         s.x.bytes(), "load x");
+        depengine::examples::push_upload(device, s.labels, data.labels.data() + row, s.labels.bytes(), "load labels");
+        for (std::size_t k = 0; k < 3; ++k) {
+          s.acts[k] = depengine::examples::allocate_floats(device, static_cast<std::size_t>(slice * layers[k].out));
+          depengine::examples::push_forward(device, layers[k], k == 0 ? s.x : s.acts[k - 1], s.acts[k], slice);
+        }
+        s.grads[2] = depengine::examples::allocate_floats(device, static_cast<std::size_t>(slice * kClasses));
+        // The gradient of the mean loss over the global batch: the devices' gradients add up to it.
+        depengine::examples::push_loss(device, s.acts[2], s.labels, s.grads[2], stats[static_cast<std::size_t>(d)],
+                                       static_cast<std::size_t>(step), slice, kClasses,
+                                       1.0f / static_cast<float>(batch));
+      }
+      // Backward, top layer first; each layer's all-reduce, update and broadcast as soon as its backward is pushed.
+      for (std::size_t k = 3; k-- > 0;) {
+        for (int d = 0; d < n; ++d) {
+          Step& s = work[static_cast<std::size_t>(d)];
+          const Dense& layer = replicas[static_cast<std::size_t>(d)]->layers[k];
+          Buffer* dx = nullptr;
+          if (k > 0) {
+            s.grads[k - 1] = depengine::examples::allocate_floats(devices[static_cast<std::size_t>(d)],
+                                                                  static_cast<std::size_t>(slice * layer.in));
+            dx = &s.grads[k - 1];
+          }
+          depengine::examples::push_backward(devices[static_cast<std::size_t>(d)], layer, k > 0 ? s.acts[k - 1] : s.x,
+                                             s.acts[k], s.grads[k], dx, slice);
+        }
+        // The all-reduce of layer k on the channel: reads every replica's gradients, sums them into the master's.
+        const Dense& into = master.layers[k];
+        std::vector<Var> reads;
+        for (const auto& replica : replicas) {
+          reads.push_back(replica->layers[k].dw.var());
+          reads.push_back(replica->layers[k].db.var());
+        }
+        engine.Push(
+            [&replicas, &into, sum = scratch[k], k](const RunContext& ctx) {
+              const std::size_t weights = static_cast<std::size_t>(into.in * into.out) * sizeof(float);
+              const std::size_t biases = static_cast<std::size_t>(into.out) * sizeof(float);
+              auto* to = static_cast<float*>(into.dw.data());
+              auto* sum_w = static_cast<float*>(sum.data());
+              for (std::size_t d = 0; d < replicas.size(); ++d) {
+                const Dense& from = replicas[d]->layers[k];
+                // Device 0's gradients first, straight into the master's; every other device's through the scratch.
+                void* w_to = d == 0 ? static_cast<void*>(to) : sum_w;
+                void* b_to = d == 0 ? into.db.data() : static_cast<void*>(sum_w + into.in * into.out);
+                depengine::examples::copy_on(ctx, w_to, from.dw.data(), weights,
+                                             depengine::CopyDirection::kDeviceToDevice);
+                depengine::examples::copy_on(ctx, b_to, from.db.data(), biases,
+                                             depengine::CopyDirection::kDeviceToDevice);
+                if (d == 0) continue;
+                depengine::examples::add_on(ctx, to, sum_w, into.in * into.out);
+                depengine::examples::add_on(ctx, static_cast<float*>(into.db.data()), sum_w + into.in * into.out,
+                                            into.out);
+              }
+            },
+            reads, {into.dw.var(), into.db.var(), scratch[k].var()}, {.context = channel.context, .name = kReduce[k]});
+        depengine::examples::push_sgd(channel, into, kLearningRate);
+        // Weights back to every device: the broadcast mutates every replica's weights of layer k.
+        std::vector<Var> replica_weights;
+        for (const auto& replica : replicas) {
+          replica_weights.push_back(replica->layers[k].w.var());
+          replica_weights.push_back(replica->layers[k].b.var());
+        }
+        engine.Push(
+            [&replicas, &into, k](const RunContext& ctx) {
+              for (const auto& replica : replicas) {
+                const Dense& to = replica->layers[k];
+                depengine::examples::copy_on(ctx, to.w.data(), into.w.data(), to.w.bytes(),
+                                             depengine::CopyDirection::kDeviceToDevice);
+                depengine::examples::copy_on(ctx, to.b.data(), into.b.data(), to.b.bytes(),
+                                             depengine::CopyDirection::kDeviceToDevice);
+              }
+            },
+            {into.w.var(), into.b.var()}, replica_weights, {.context = channel.context, .name = kBroadcast[k]});
+      }
+      for (Step& s : work) {
+        for (Buffer* b : {&s.x, &s.labels, &s.acts[0], &s.acts[1], &s.acts[2], &s.grads[0], &s.grads[1], &s.grads[2]}) {
+          buffers.deallocate(*b);
+        }
+      }
+    }
+    for (int d = 0; d < n; ++d) {
+      Buffer& s = stats[static_cast<std::size_t>(d)];
+      depengine::examples::push_download(devices[static_cast<std::size_t>(d)], s,
+                                         host_stats.data() + static_cast<std::size_t>(2 * d * steps), s.bytes(),
+                                         stats_read);
+      buffers.deallocate(s);
+    }
+    engine.WaitForVar(stats_read);  // the epoch's statistics: the one wait of the loop
+    double loss = 0, hits = 0;
+    for (std::size_t i = 0; i < host_stats.size(); i += 2) {
+      loss += host_stats[i];
+      hits += host_stats[i + 1];
+    }
+    std::printf("epoch %2d/%d  loss %.4f  accuracy %5.1f%%\n", epoch + 1, options.epochs, loss / (steps * batch),
+                100.0 * hits / (steps * batch));
+  }
+
+  // What a device's forward through layer 0 now waits for: the broadcast's signal, one entry on the channel.
+  std::string frontier;
+  engine.Push(
+      [&](const RunContext& ctx) {
+        for (const depengine::FrontierEntry& entry : *ctx.waits) {
+          frontier +=
+              (frontier.empty() ? "" : ", ") + streams.axis_name(entry.axis) + ": " + std::to_string(entry.epoch);
+        }
+      },
+      {replicas.back()->layers[0].w.var()}, {}, {.context = devices.back().context, .name = "probe"});
+  engine.WaitForAll();
+  const depengine::StreamStats total = streams.stats();
+  const depengine::StreamStats on_channel = streams.stats(0, StreamKind::kCollective, 0);
+  std::printf(
+      "device waits: %llu issued, %llu elided (the channel issued %llu: one per device per all-reduce); "
+      "%llu host synchronisations\n",
+      static_cast<unsigned long long>(total.waits_issued),
+      static_cast<unsigned long long>(total.waits_elided + total.waits_complete),
+      static_cast<unsigned long long>(on_channel.waits_issued),
+      static_cast<unsigned long long>(total.host_synchronizations));
+  std::printf("device %d's next forward waits for {%s}\n", n - 1, frontier.c_str());
+
+  // Compare with one device on the whole batch.
+  std::vector<std::vector<float>> trained;
+  const Var downloaded = engine.NewVariable();
+  for (const Dense& layer : master.layers) {
+    for (const Buffer* b : {&layer.w, &layer.b}) {
+      trained.emplace_back(b->bytes() / sizeof(float));
+      depengine::examples::push_download(channel, *b, trained.back().data(), b->bytes(), downloaded);
+    }
+  }
+  engine.WaitForVar(downloaded);
+  const std::vector<std::vector<float>> reference = train_on_one_device(data, options, steps);
+  float largest = 0, difference = 0;
+  for (std::size_t i = 0; i < reference.size(); ++i) {
+    for (std::size_t j = 0; j < reference[i].size(); ++j) {
+      largest = std::max(largest, std::fabs(reference[i][j]));
+      difference = std::max(difference, std::fabs(reference[i][j] - trained[i][j]));
+    }
+  }
+  const float relative = difference / largest;
+  std::printf(
+      "weights after %d steps: largest difference from one device on the whole batch %.3g (%.3g relative; "
+      "tolerance 1e-4)\n",
+      steps * options.epochs, static_cast<double>(difference), static_cast<double>(relative));
+
+  for (auto* model : {&master}) {
+    for (Dense& layer : model->layers) {
+      for (Buffer* b : {&layer.w, &layer.b, &layer.dw, &layer.db}) buffers.deallocate(*b);
+    }
+  }
+  for (auto& replica : replicas) {
+    for (Dense& layer : replica->layers) {
+      for (Buffer* b : {&layer.w, &layer.b, &layer.dw, &layer.db}) buffers.deallocate(*b);
+    }
+  }
+  for (Buffer& b : scratch) buffers.deallocate(b);
+  engine.WaitForAll();
+  if (options.check && !(relative <= 1e-4f)) {
+    std::fprintf(stderr, "gradient_aggregation: check failed: the weights differ from single-device training by %.3g\n",
+                 static_cast<double>(relative));
+    return 1;
+  }
+  return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "gradient_aggregation: %s\n", e.what());
+  return 1;
+}

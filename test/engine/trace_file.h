@@ -1,0 +1,82 @@
+// Reads a trace the engine wrote (engine/detail/trace_recorder.h) with nlohmann::json, and indexes what the tests
+// check: lanes, op slices by op id, flow arrows paired by id, and counter samples.
+#pragma once
+
+#include <unistd.h>
+
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <cstdlib>
+#include <fstream>
+#include <map>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace depengine::test {
+
+struct TraceFile {
+  struct Slice {
+    std::string name;
+    int tid = 0;
+    double ts = 0, dur = 0;
+    std::string reads, mutates;
+  };
+  struct Flow {
+    std::uint64_t from = 0, to = 0;  // op ids
+    int from_tid = 0, to_tid = 0;
+    double from_ts = 0, to_ts = 0;
+  };
+  std::map<int, std::string> lanes;             // tid -> name
+  std::map<std::uint64_t, Slice> slices;        // op id -> its slice
+  std::vector<Flow> flows;                      // complete pairs only
+  std::map<std::string, std::size_t> counters;  // counter name -> samples
+};
+
+// Parses `path` (failing the test if it is not a JSON object with a traceEvents array) and indexes it.
+inline TraceFile read_trace(const std::string& path) {
+  std::ifstream in(path);
+  REQUIRE(in.good());
+  const nlohmann::json json = nlohmann::json::parse(in);  // throws (failing the test) on malformed JSON
+  REQUIRE(json.is_object());
+  REQUIRE(json.at("traceEvents").is_array());
+  TraceFile trace;
+  std::map<std::uint64_t, TraceFile::Flow> open;  // flow id -> its start
+  for (const nlohmann::json& event : json.at("traceEvents")) {
+    const std::string ph = event.at("ph");
+    if (ph == "M" && event.at("name") == "thread_name") {
+      trace.lanes[event.at("tid").get<int>()] = event.at("args").at("name").get<std::string>();
+    } else if (ph == "X") {
+      const std::uint64_t op = event.at("args").at("op");
+      const bool fresh =
+          trace.slices
+              .emplace(op, TraceFile::Slice{event.at("name"), event.at("tid"), event.at("ts"), event.at("dur"),
+                                            event.at("args").at("reads"), event.at("args").at("mutates")})
+              .second;
+      CHECK(fresh);  // one slice per op
+    } else if (ph == "s") {
+      open[event.at("id")] = TraceFile::Flow{
+          event.at("args").at("from"), event.at("args").at("to"), event.at("tid"), 0, event.at("ts"), 0};
+    } else if (ph == "f") {
+      TraceFile::Flow flow = open.at(event.at("id"));  // a finish always follows its start
+      CHECK(event.at("args").at("to").get<std::uint64_t>() == flow.to);
+      flow.to_tid = event.at("tid");
+      flow.to_ts = event.at("ts");
+      trace.flows.push_back(flow);
+    } else if (ph == "C") {
+      ++trace.counters[event.at("name").get<std::string>()];
+    }
+  }
+  return trace;
+}
+
+// A path in the test's temporary directory, unique to this process and call.
+inline std::string temporary_trace_path(const std::string& stem) {
+  static std::atomic<int> calls{0};
+  const char* dir = std::getenv("TMPDIR");
+  return std::string(dir != nullptr ? dir : "/tmp") + "/depengine-" + stem + "-" + std::to_string(::getpid()) + "-" +
+         std::to_string(calls.fetch_add(1, std::memory_order_relaxed) + 1) + ".json";
+}
+
+}  // namespace depengine::test
