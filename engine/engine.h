@@ -42,7 +42,7 @@
 //   chrome://tracing): a lane per host thread and per stream, a slice per op with its name and variables, an arrow
 //   from each op to the ops its completion (or issue) made ready, and counters of ops in flight and device waits
 //   issued and elided (engine/detail/trace_recorder.h). With DEPENGINE_TRACE, the first engine of the process writes
-//   path, later ones path.2, path.3, ... Tracing costs about a microsecond per op; off, one load per op.
+//   path, later ones path.2, path.3, ... Tracing adds a few microseconds per op; off, one load per op.
 //
 // Thread safety: every member may be called from any thread, concurrently, except the destructor.
 // Cost: Push takes one spinlock per distinct variable and a pooled record. In steady state it allocates nothing for ops

@@ -371,13 +371,14 @@ TEST_CASE("a trace of stream ops: a lane per stream, arrows from the issue, and 
   // slice does (the issue), as does the one from "second" to the CPU op, which then waited for "second" to complete.
   REQUIRE(trace.flows.size() == 3);
   const std::pair<const char*, const char*> edges[] = {{"gate", "first"}, {"first", "second"}, {"second", "cpu"}};
-  for (const auto& [from, to] : edges) {
+  for (const auto& edge : edges) {
+    const std::string from = edge.first, to = edge.second;  // not a structured binding: the lambda captures it
     CAPTURE(from, to);
     const auto flow = std::find_if(trace.flows.begin(), trace.flows.end(),
                                    [&](const TraceFile::Flow& f) { return f.from == ids.at(from); });
     REQUIRE(flow != trace.flows.end());
     CHECK(flow->to == ids.at(to));
-    if (std::string(from) != "gate") CHECK(flow->from_ts == by_name.at(from).ts);
+    if (from != "gate") CHECK(flow->from_ts == by_name.at(from).ts);
   }
   CHECK(by_name.at("cpu").ts >= by_name.at("second").ts + by_name.at("second").dur - 0.002);
   CHECK(trace.counters.at("device waits") == 2);  // one sample per stream op
