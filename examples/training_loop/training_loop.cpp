@@ -23,10 +23,10 @@
 #include <memory>
 #include <stdexcept>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include "engine/engine.h"
+#include "examples/common/arguments.h"
 #include "examples/common/dense_kernels.h"
 #include "examples/common/mlp.h"
 #include "executors/host_stream/host_stream_backend.h"
@@ -59,37 +59,26 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  for (int i = 1; i < argc; ++i) {
-    const std::string_view arg = argv[i];
-    auto value = [&]() -> std::string {
-      if (i + 1 >= argc) throw std::invalid_argument(std::string(arg) + " needs a value");
-      return argv[++i];
-    };
-    auto number = [&] {
-      const std::string text = value();
-      std::size_t used = 0;
-      const int n = std::stoi(text, &used);
-      if (used != text.size() || n < 1) throw std::invalid_argument(std::string(arg) + " needs a positive number");
-      return n;
-    };
-    if (arg == "--device") {
-      o.device = value();
-    } else if (arg == "--epochs") {
-      o.epochs = number();
-    } else if (arg == "--batch") {
-      o.batch = number();
-    } else if (arg == "--rows") {
-      o.rows = number();
-    } else if (arg == "--workers") {
-      o.workers = number();
-    } else if (arg == "--trace") {
-      o.trace = value();
-    } else if (arg == "--check") {
+  depengine::examples::Arguments args(argc, argv,
+                                      "--device cpu|streams|cuda, --epochs N, --batch N, --rows N, --workers N, "
+                                      "--trace FILE, --check");
+  while (args.next()) {
+    if (args.is("--device")) {
+      o.device = args.value();
+    } else if (args.is("--epochs")) {
+      o.epochs = args.positive();
+    } else if (args.is("--batch")) {
+      o.batch = args.positive();
+    } else if (args.is("--rows")) {
+      o.rows = args.positive();
+    } else if (args.is("--workers")) {
+      o.workers = args.positive();
+    } else if (args.is("--trace")) {
+      o.trace = args.value();
+    } else if (args.is("--check")) {
       o.check = true;
     } else {
-      throw std::invalid_argument("unknown option '" + std::string(arg) +
-                                  "' (--device cpu|streams|cuda, --epochs N, --batch N, --rows N, --workers N, "
-                                  "--trace FILE, --check)");
+      args.unknown();
     }
   }
   if (o.device != "cpu" && o.device != "streams" && o.device != "cuda") {
