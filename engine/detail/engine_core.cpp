@@ -250,8 +250,8 @@ OpRecord* EngineCore::record_for(Executor* executor, const PushOptions& options,
   op->no_skip = options.no_skip;
   op->deletes_var = false;
   op->internal = false;
-  // acquire: pairs with the release store in start_trace().
-  if (trace_.load(std::memory_order_acquire) != nullptr && executor != &internal_)
+  // relaxed: only whether a trace is on; the recording paths load the pointer again, with acquire, before using it.
+  if (trace_.load(std::memory_order_relaxed) != nullptr && executor != &internal_)
     op->trace_op = TraceRecorder::next_op();
   return op;
 }
@@ -392,7 +392,8 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
   }
   const RunningScope running(this, &ready);
   const RunContext ctx{op->name, worker, op->executor()};
-  TraceRecorder* trace = op->trace_op != 0 ? trace_.load(std::memory_order_acquire) : nullptr;  // see record_for
+  TraceRecorder* trace =
+      op->trace_op != 0 ? trace_.load(std::memory_order_acquire) : nullptr;  // acquire: pairs with start_trace()
   const std::int64_t start = trace != nullptr ? trace->now() : 0;
   if (!op->async) {
     try {
@@ -479,7 +480,7 @@ void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* s
   }
   if (op->deletes_var) recycle_var(state_of(op->uses[0]));
   if (op->trace_op != 0) {
-    if (TraceRecorder* trace = trace_.load(std::memory_order_acquire)) {  // acquire: see record_for
+    if (TraceRecorder* trace = trace_.load(std::memory_order_acquire)) {  // acquire: pairs with start_trace()
       for (OpNode* node = granted.front(); node != nullptr; node = node->ready_next_) {
         const std::uint64_t released = static_cast<OpRecord*>(node)->trace_op;
         if (released != 0) trace->flow(op->trace_op, released);
@@ -548,10 +549,13 @@ bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry s
     return false;
   }
   if (op->trace_op != 0) {
-    if (TraceRecorder* trace = trace_.load(std::memory_order_acquire)) {  // acquire: see record_for
+    if (TraceRecorder* trace = trace_.load(std::memory_order_acquire)) {  // acquire: pairs with start_trace()
       op->trace_start = trace->now();
-      op->trace_lane = trace->stream_lane(
-          signal.axis, std::string(op->executor()->name()) + " " + op->executor()->axis_name(signal.axis));
+      try {
+        op->trace_lane = trace->stream_lane(signal.axis, *op->executor());
+      } catch (...) {  // out of memory for a new lane: the trace misses this op, the op is unaffected
+        op->trace_op = 0;
+      }
     }
   }
   {
@@ -618,7 +622,7 @@ void describe_uses(const OpRecord* op, TraceRecorder::Slice& slice) {
 }  // namespace
 
 void EngineCore::trace_cpu_op(OpRecord* op, int worker, std::int64_t start) noexcept {
-  TraceRecorder* trace = trace_.load(std::memory_order_acquire);  // acquire: see record_for
+  TraceRecorder* trace = trace_.load(std::memory_order_acquire);  // acquire: pairs with start_trace()
   if (trace == nullptr) return;
   try {
     TraceRecorder::Slice slice{op->trace_op, std::string(op->name.empty() ? "op" : op->name),
@@ -630,7 +634,7 @@ void EngineCore::trace_cpu_op(OpRecord* op, int worker, std::int64_t start) noex
 }
 
 void EngineCore::trace_stream_op(OpRecord* op) noexcept {
-  TraceRecorder* trace = trace_.load(std::memory_order_acquire);  // acquire: see record_for
+  TraceRecorder* trace = trace_.load(std::memory_order_acquire);  // acquire: pairs with start_trace()
   if (trace == nullptr) return;
   try {
     TraceRecorder::Slice slice{op->trace_op,   std::string(op->name.empty() ? "op" : op->name),

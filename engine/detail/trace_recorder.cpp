@@ -69,10 +69,10 @@ std::uint32_t TraceRecorder::thread_lane(std::string_view executor, int worker) 
   return t_lane.lane;
 }
 
-std::uint32_t TraceRecorder::stream_lane(Axis axis, const std::string& name) {
+std::uint32_t TraceRecorder::stream_lane(Axis axis, const Executor& executor) {
   std::lock_guard lock(mutex_);
   const auto [it, added] = streams_.try_emplace(axis, static_cast<std::uint32_t>(lanes_.size()));
-  if (added) lanes_.push_back(Lane{name, 0, true});
+  if (added) lanes_.push_back(Lane{std::string(executor.name()) + " " + executor.axis_name(axis), 0, true});
   return it->second;
 }
 

@@ -31,6 +31,7 @@
 #include <vector>
 
 #include "engine/frontier/axis.h"
+#include "executors/executor.h"
 
 namespace depengine::detail {
 
@@ -46,8 +47,8 @@ class TraceRecorder {
 
   // The calling thread's lane, named after `executor` and `worker` (-1: not a worker) the first time.
   [[nodiscard]] std::uint32_t thread_lane(std::string_view executor, int worker);
-  // The lane of the stream with `axis`, named `name` the first time.
-  [[nodiscard]] std::uint32_t stream_lane(Axis axis, const std::string& name);
+  // The lane of `executor`'s stream with `axis`, named after them the first time ("cuda d0 compute 1").
+  [[nodiscard]] std::uint32_t stream_lane(Axis axis, const Executor& executor);
 
   struct Slice {
     std::uint64_t op = 0;

@@ -49,14 +49,6 @@ void on_device(const RunContext& ctx, Host&& host, [[maybe_unused]] Cuda&& cuda)
 #endif
 }
 
-void copy(const RunContext& ctx, void* dst, const void* src, std::size_t bytes, CopyDirection direction) {
-  if (ctx.stream == nullptr) {
-    std::memcpy(dst, src, bytes);
-  } else {
-    ctx.stream->backend->copy(ctx.stream->stream, dst, src, bytes, direction);
-  }
-}
-
 }  // namespace
 
 Buffer allocate_floats(Device& device, std::size_t count) {
@@ -78,23 +70,33 @@ Mlp::Mlp(Device& device, const std::vector<int>& sizes, std::uint32_t seed) {
     host::init_weights(initial->data(), layer.in, layer.out, seed + static_cast<std::uint32_t>(k));
     device.engine.Push(
         [initial, w = layer.w, b = layer.b, weights](const RunContext& ctx) {
-          copy(ctx, w.data(), initial->data(), weights * sizeof(float), CopyDirection::kHostToDevice);
-          copy(ctx, b.data(), initial->data() + weights, b.bytes(), CopyDirection::kHostToDevice);
+          copy_on(ctx, w.data(), initial->data(), weights * sizeof(float), CopyDirection::kHostToDevice);
+          copy_on(ctx, b.data(), initial->data() + weights, b.bytes(), CopyDirection::kHostToDevice);
         },
         {}, {layer.w.var(), layer.b.var()}, on(device, "init"));
     layers.push_back(std::move(layer));
   }
 }
 
+void Mlp::free(Buffers& buffers) {
+  for (Dense& layer : layers) {
+    for (Buffer* b : {&layer.w, &layer.b, &layer.dw, &layer.db}) buffers.deallocate(*b);
+  }
+}
+
 void push_upload(Device& device, const Buffer& dst, const void* host, std::size_t bytes, const char* name) {
   device.engine.Push(
-      [dst, host, bytes](const RunContext& ctx) { copy(ctx, dst.data(), host, bytes, CopyDirection::kHostToDevice); },
+      [dst, host, bytes](const RunContext& ctx) {
+        copy_on(ctx, dst.data(), host, bytes, CopyDirection::kHostToDevice);
+      },
       {}, {dst.var()}, on(device, name));
 }
 
 void push_download(Device& device, const Buffer& src, void* host, std::size_t bytes, Var done) {
   device.engine.Push(
-      [src, host, bytes](const RunContext& ctx) { copy(ctx, host, src.data(), bytes, CopyDirection::kDeviceToHost); },
+      [src, host, bytes](const RunContext& ctx) {
+        copy_on(ctx, host, src.data(), bytes, CopyDirection::kDeviceToHost);
+      },
       {src.var()}, {done}, on(device, "download"));
 }
 
@@ -178,7 +180,11 @@ void push_sgd(Device& device, const Dense& layer, float learning_rate) {
 }
 
 void copy_on(const RunContext& ctx, void* dst, const void* src, std::size_t bytes, CopyDirection direction) {
-  copy(ctx, dst, src, bytes, direction);
+  if (ctx.stream == nullptr) {
+    std::memcpy(dst, src, bytes);
+  } else {
+    ctx.stream->backend->copy(ctx.stream->stream, dst, src, bytes, direction);
+  }
 }
 
 void add_on(const RunContext& ctx, float* dst, const float* src, int n) {

@@ -44,6 +44,8 @@ struct Dense {
 // pushes their allocation and the upload of He-normal weights (host::init_weights with seed + layer) and zero biases.
 struct Mlp {
   Mlp(Device& device, const std::vector<int>& sizes, std::uint32_t seed);
+  // Pushes the frees of every layer's buffers (after every op pushed on them).
+  void free(Buffers& buffers);
   std::vector<Dense> layers;
 };
 

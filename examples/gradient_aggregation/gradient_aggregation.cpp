@@ -320,7 +320,7 @@ int main(int argc, char** argv) try {
   const depengine::StreamStats total = streams.stats();
   const depengine::StreamStats on_channel = streams.stats(0, StreamKind::kCollective, 0);
   std::printf(
-      "device waits: %llu issued, %llu elided (the channel issued %llu: one per device per all-reduce); "
+      "device waits: %llu issued, %llu elided (the channel issued %llu, at most one per device per all-reduce); "
       "%llu host synchronisations\n",
       static_cast<unsigned long long>(total.waits_issued),
       static_cast<unsigned long long>(total.waits_elided + total.waits_complete),
@@ -352,16 +352,8 @@ int main(int argc, char** argv) try {
       "tolerance 1e-4)\n",
       steps * options.epochs, static_cast<double>(difference), static_cast<double>(relative));
 
-  for (auto* model : {&master}) {
-    for (Dense& layer : model->layers) {
-      for (Buffer* b : {&layer.w, &layer.b, &layer.dw, &layer.db}) buffers.deallocate(*b);
-    }
-  }
-  for (auto& replica : replicas) {
-    for (Dense& layer : replica->layers) {
-      for (Buffer* b : {&layer.w, &layer.b, &layer.dw, &layer.db}) buffers.deallocate(*b);
-    }
-  }
+  master.free(buffers);
+  for (auto& replica : replicas) replica->free(buffers);
   for (Buffer& b : scratch) buffers.deallocate(b);
   engine.WaitForAll();
   if (options.check && !(relative <= 1e-4f)) {

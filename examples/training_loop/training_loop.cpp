@@ -223,9 +223,7 @@ int main(int argc, char** argv) try {
                 static_cast<unsigned long long>(streams.waits_elided + streams.waits_complete),
                 static_cast<unsigned long long>(streams.host_synchronizations));
   }
-  for (auto& layer : layers) {
-    for (Buffer* b : {&layer.w, &layer.b, &layer.dw, &layer.db}) buffers.deallocate(*b);
-  }
+  model.free(buffers);
   engine.WaitForAll();
   if (!options.trace.empty()) {
     engine.StopTrace();
