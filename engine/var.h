@@ -18,6 +18,7 @@ namespace depengine {
 namespace detail {
 struct VarState;
 class EngineCore;
+class VarTable;
 }  // namespace detail
 
 class Var {
@@ -29,6 +30,7 @@ class Var {
 
  private:
   friend class detail::EngineCore;
+  friend class detail::VarTable;
   Var(detail::VarState* state, std::uint32_t engine, std::uint32_t generation) noexcept
       : state_(state), engine_(engine), generation_(generation) {}
 
@@ -45,8 +47,8 @@ class VarList {
   VarList(std::initializer_list<Var> vars) noexcept : vars_(vars.begin(), vars.size()) {}
   VarList(std::span<const Var> vars) noexcept : vars_(vars) {}  // NOLINT: implicit by design
   template <class Range>
-    requires std::is_convertible_v<Range&&, std::span<const Var>>
-  VarList(Range&& vars) noexcept : vars_(std::forward<Range>(vars)) {}  // NOLINT: vectors, arrays
+  requires std::is_convertible_v<Range&&, std::span<const Var>> VarList(Range&& vars)
+  noexcept : vars_(std::forward<Range>(vars)) {}  // NOLINT: vectors, arrays
 
   [[nodiscard]] std::size_t size() const noexcept { return vars_.size(); }
   [[nodiscard]] auto begin() const noexcept { return vars_.begin(); }

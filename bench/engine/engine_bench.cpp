@@ -2,6 +2,7 @@
 // thread and waited for, on the inline executor and on the threadpool executor with 2 workers.
 //
 //   bench_engine [--runs N] [--json FILE] [--smoke]
+//   bench_engine --count WORKLOAD K     (for bench/engine/count_instructions.sh)
 //
 // Each run creates fresh variables, then times from the first push to the return of WaitForAll. The median over the
 // runs is reported. Two reference rows are measured in the same run, so that the figures can be read as ratios on a
@@ -18,7 +19,9 @@
 #include <exception>
 #include <functional>
 #include <memory>
+#include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -70,6 +73,28 @@ Record measure(const std::string& workload, const std::string& system, int threa
   return {workload, system, threads, median(samples), runs};
 }
 
+// The run that count_instructions.sh has callgrind collect (--toggle-collect), so its name must stay unique.
+[[gnu::noinline]] double counted_run(Engine& engine, const Workload& workload) {
+  return run_workload(engine, workload);
+}
+
+// --count WORKLOAD K: one warm-up run of WORKLOAD's first K ops on the inline executor, then counted_run() of the same.
+int count_mode(std::string_view name, std::size_t ops) {
+  const std::vector<Workload> workloads = {make_independent(ops), make_chain(ops), make_randsum(ops), make_fanout(ops)};
+  for (const Workload& workload : workloads) {
+    if (workload.name() != name) continue;
+    EngineOptions engine_options;
+    engine_options.executors.push_back(std::make_unique<InlineExecutor>());
+    Engine engine(std::move(engine_options));
+    (void)run_workload(engine, workload);  // fills the record pool and the variable table
+    std::printf("%s: %zu ops, %.1f ns/op under the counter\n", workload.name().c_str(), workload.size(),
+                counted_run(engine, workload));
+    return 0;
+  }
+  throw std::invalid_argument("--count: unknown workload '" + std::string(name) +
+                              "' (expected independent, chain, randsum or fanout)");
+}
+
 struct System {
   std::string name;
   int threads;
@@ -82,6 +107,7 @@ struct System {
 int main(int argc, char** argv) try {
   using namespace depengine;
   using namespace depengine::bench;
+  if (argc == 4 && std::string_view(argv[1]) == "--count") return count_mode(argv[2], std::stoul(argv[3]));
   const Options options = parse_options(argc, argv);
   const std::vector<Workload> workloads = standard_workloads(options.smoke);
   const std::vector<System> systems = {

@@ -91,13 +91,9 @@ struct OpRecord final : Task, OpNode {
     uses = heap_uses.get();
   }
 
-  // At recycling: frees a heap array larger than the records keep.
-  void trim_uses() noexcept {
-    if (heap_capacity > kKeptVars) {
-      heap_uses.reset();
-      heap_capacity = 0;
-    }
-  }
+  // Returns the record to the pool: destroys its function (and what it captured) and its error, frees a heap array
+  // of uses larger than the records keep. Called by the thread that retires the op (or abandons its push).
+  void recycle() noexcept;
 
   EngineCore* engine = nullptr;  // not owned; outlives the op
   OpFunction fn;
@@ -157,5 +153,16 @@ class RecordPool {
   [[nodiscard]] static OpRecord* acquire();
   static void release(OpRecord* record) noexcept;
 };
+
+inline void OpRecord::recycle() noexcept {
+  fn.reset();
+  error = nullptr;
+  if (heap_capacity > kKeptVars) {
+    heap_uses.reset();
+    heap_capacity = 0;
+  }
+  num_uses = 0;
+  RecordPool::release(this);
+}
 
 }  // namespace depengine::detail

@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Instructions per op of the engine on the inline executor, counted by callgrind: the four standard workloads with
+# empty bodies, so the count is the engine's own push, grant, run and complete path. Unlike ns/op it does not move from
+# run to run or with the load on the machine, so it is the figure to compare before and after a change of the hot path.
+#
+#   bench/engine/count_instructions.sh [BENCH_BINARY]
+#     BENCH_BINARY defaults to build/release/bench/engine/bench_engine.
+#
+# `bench_engine --count WORKLOAD K` runs WORKLOAD's first K ops once untimed (filling the record pool and the variable
+# table), then again inside counted_run(), the only function callgrind collects (--toggle-collect). Two runs, K1 and
+# K2 ops, cancel what does not repeat per op (making and deleting the variables, the final wait):
+# (I(K2) - I(K1)) / (K2 - K1) is the count per op.
+set -euo pipefail
+
+bench=${1:-build/release/bench/engine/bench_engine}
+k1=2000
+k2=12000
+workloads=(independent chain randsum fanout)
+
+if ! command -v valgrind > /dev/null; then
+  echo "count_instructions.sh: valgrind is not installed" >&2
+  exit 1
+fi
+if [[ ! -x $bench ]]; then
+  echo "count_instructions.sh: no benchmark binary at $bench (build the bench_engine target)" >&2
+  exit 1
+fi
+
+# Instructions collected inside counted_run for `$2` ops of workload `$1`.
+collected() {
+  local out
+  out=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect='*counted_run*' \
+    "$bench" --count "$1" "$2" 2>&1)
+  sed -n 's/.*Collected : \([0-9][0-9]*\).*/\1/p' <<< "$out"
+}
+
+printf '%-12s %12s %12s %10s\n' workload "Ir(K=$k1)" "Ir(K=$k2)" "Ir/op"
+for workload in "${workloads[@]}"; do
+  i1=$(collected "$workload" "$k1")
+  i2=$(collected "$workload" "$k2")
+  if [[ -z $i1 || -z $i2 ]]; then
+    echo "count_instructions.sh: callgrind reported no count for $workload" >&2
+    exit 1
+  fi
+  per=$(awk -v a="$i1" -v b="$i2" -v k1="$k1" -v k2="$k2" 'BEGIN { printf "%.1f", (b - a) / (k2 - k1) }')
+  printf '%-12s %12s %12s %10s\n' "$workload" "$i1" "$i2" "$per"
+done

@@ -1,0 +1,141 @@
+// Run and complete: execute a ready CPU op (or skip it on an input error), complete its uses in their queues (granting
+// successors into the caller's ready list), retire it and recycle its record; and the completion of async ops.
+#include <utility>
+
+#include "engine/detail/engine_core.h"
+#include "engine/detail/running.h"
+
+namespace depengine::detail {
+namespace {
+
+// The signal of an op that ran on the host: nothing to wait for (it completed after everything it waited for had).
+const VarSignal kNoSignal;
+
+}  // namespace
+
+// Whether the op is to be skipped: it already has an error (from a failed stream it waited for), or, unless it is
+// no_skip, an input carries one (which becomes the op's).
+bool EngineCore::find_input_error(OpRecord* op) const noexcept {
+  if (!op->no_skip) {
+    for (std::uint32_t i = 0; i < op->num_uses && op->error == nullptr; ++i) {
+      const std::exception_ptr& input_error = state_of(op->uses[i])->error;
+      if (input_error != nullptr) [[unlikely]]
+        op->error = input_error;
+    }
+  }
+  return op->error != nullptr;
+}
+
+void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
+  OpRecord* op = static_cast<OpRecord*>(&task);
+  if (find_input_error(op)) {  // skipped: the error passes on to what the op mutates
+    finish(op, ready, skipped_signal(op));
+    return;
+  }
+  const RunningScope running(this, &ready);
+  const RunContext ctx{op->name, worker, op->executor()};
+  TraceRecorder* trace = op->trace_op != 0 ? trace_.recorder() : nullptr;
+  const std::int64_t start = trace != nullptr ? trace->now() : 0;
+  if (!op->async) {
+    try {
+      op->fn(ctx, nullptr);
+    } catch (...) {
+      op->error = std::current_exception();
+      errors_.note(op->error);
+    }
+    if (trace != nullptr) trace_.cpu_op(*op, worker, start, in_flight_.upper_bound());
+    finish(op, ready, ran_signal());
+    return;
+  }
+  // relaxed: the record is ours until the Completion below is handed to the function; the user passes that
+  // Completion to other threads through synchronisation of their own, which carries these stores with it.
+  op->holds.store(2, std::memory_order_relaxed);
+  const Completion done(op, op->ticket.load(std::memory_order_relaxed));
+  try {
+    op->fn(ctx, &done);
+  } catch (...) {
+    const std::exception_ptr thrown = std::current_exception();
+    try {
+      done(thrown);  // the function failed before completing its op: that is the op's error
+    } catch (const Error&) {
+      errors_.note(thrown);  // it failed after completing: not lost, reported by WaitForAll
+    }
+  }
+  // The record is ours until release_hold below.
+  if (trace != nullptr) trace_.cpu_op(*op, worker, start, in_flight_.upper_bound());
+  release_hold(op);
+}
+
+void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
+  if (error != nullptr) {
+    op->error = std::move(error);
+    errors_.note(op->error);
+  }
+  if (t_running.engine == this) {  // completed from inside an op's function: successors join that executor's list
+    signal_fences(op, op->error);
+    complete_uses(op, *t_running.ready, ran_signal());
+    in_flight_.leave();
+    release_hold(op);
+    return;
+  }
+  // A thread of the user's own. Once leave() retires the op, shutdown() may find nothing in flight while this thread
+  // still reads the engine (leave()'s wake check, the submits below), so it announces itself; shutdown() waits for
+  // every such thread to be gone before the engine is freed. Pool and inline threads need no such count: their
+  // executors' stop() waits for them.
+  // relaxed: the retire in leave() (seq_cst) publishes this increment to shutdown()'s seq_cst read of the counts.
+  foreign_completers_.fetch_add(1, std::memory_order_relaxed);
+  TaskList ready;
+  signal_fences(op, op->error);
+  complete_uses(op, ready, ran_signal());
+  in_flight_.leave();
+  while (Task* task = ready.pop_front()) task->executor()->submit(*task);
+  release_hold(op);  // op records are never freed (op_record.h), so this touches no engine memory
+  // release: pairs with the acquire in shutdown(); this thread's last access to the engine.
+  foreign_completers_.fetch_sub(1, std::memory_order_release);
+}
+
+void EngineCore::release_hold(OpRecord* op) noexcept {
+  // acq_rel: the later of the two parties (function return, completion) recycles; its acquire pairs with the other's
+  // release, so the other is done with the record.
+  if (op->holds.fetch_sub(1, std::memory_order_acq_rel) == 1) op->recycle();
+}
+
+void EngineCore::finish(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept {
+  signal_fences(op, op->error);
+  complete_uses(op, ready, signal);
+  in_flight_.leave();
+  op->recycle();
+}
+
+const VarSignal* EngineCore::ran_signal() const noexcept { return has_streams_ ? &kNoSignal : nullptr; }
+
+// A skipped op did not wait for its wait frontier, so its successors must: its signal passes the frontier on.
+const VarSignal* EngineCore::skipped_signal(const OpRecord* op) const noexcept {
+  return has_streams_ ? &op->requirement : nullptr;
+}
+
+// Gives `var`, used by `use`, the error `error` unless it already has one, and records it for WaitForAll.
+void EngineCore::poison(VarState* var, const VarUse& use, const std::exception_ptr& error) noexcept {
+  if (var->error != nullptr) return;
+  var->error = error;
+  errors_.poison(vars_.handle(var, use.tag));
+}
+
+void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept {
+  ReadyList granted;
+  for (std::uint32_t i = 0; i < op->num_uses; ++i) {
+    VarUse& use = op->uses[i];
+    VarState* var = state_of(use);
+    if (op->error != nullptr && use.access == Access::kWrite && !op->deletes_var) poison(var, use, op->error);
+    var->complete(use, signal, granted);
+  }
+  if (op->deletes_var) vars_.recycle(state_of(op->uses[0]));
+  if (op->trace_op != 0) trace_.flows(*op, granted);
+  if (!has_streams_) {
+    while (OpNode* node = granted.pop_front()) ready.push_back(static_cast<OpRecord*>(node));
+    return;
+  }
+  while (OpNode* node = granted.pop_front()) make_ready(static_cast<OpRecord*>(node), ready);
+}
+
+}  // namespace depengine::detail

@@ -1,0 +1,112 @@
+#include "engine/detail/engine_trace.h"
+
+#include <map>
+#include <utility>
+
+#include "engine/detail/var_table.h"
+#include "engine/errors.h"
+
+namespace depengine::detail {
+namespace {
+
+// The op's variables, as trace labels: "v<slot>", with ".<n>" for the slot's n-th reincarnation.
+void describe_uses(const OpRecord& op, TraceRecorder::Slice& slice) {
+  for (std::uint32_t i = 0; i < op.num_uses; ++i) {
+    const VarUse& use = op.uses[i];
+    std::string& out = use.access == Access::kRead ? slice.reads : slice.mutates;
+    if (!out.empty()) out += ' ';
+    out += 'v' + std::to_string(state_of(use)->slot);
+    if (use.tag != 0) out += '.' + std::to_string(use.tag);
+  }
+}
+
+std::string name_of(const OpRecord& op) { return std::string(op.name.empty() ? "op" : op.name); }
+
+}  // namespace
+
+std::string EngineTrace::env_path(const std::string& path) {
+  static std::mutex mutex;
+  static std::map<std::string, std::uint32_t> engines;  // per path, engines traced to it so far
+  std::lock_guard lock(mutex);
+  const std::uint32_t nth = ++engines[path];
+  return nth == 1 ? path : path + "." + std::to_string(nth);
+}
+
+void EngineTrace::start(std::string path) {
+  std::lock_guard lock(mutex_);
+  // relaxed: mutex_ orders starts and stops.
+  if (const TraceRecorder* on = current_.load(std::memory_order_relaxed); on != nullptr) {
+    throw Error("StartTrace: a trace is already on (to '" + on->path() + "')");
+  }
+  TraceRecorder* recorder = recorders_.emplace_back(std::make_unique<TraceRecorder>(std::move(path))).get();
+  // release: pairs with the acquire in recorder(), whose callers then see it constructed.
+  current_.store(recorder, std::memory_order_release);
+}
+
+TraceRecorder& EngineTrace::stop_begin() {
+  std::lock_guard lock(mutex_);
+  TraceRecorder* recorder = current_.load(std::memory_order_relaxed);  // relaxed: mutex_ orders starts and stops
+  if (recorder == nullptr) throw Error("StopTrace: no trace is on");
+  return *recorder;
+}
+
+void EngineTrace::stop_end() noexcept {
+  std::lock_guard lock(mutex_);
+  current_.store(nullptr, std::memory_order_relaxed);  // relaxed: nothing is published by clearing it
+}
+
+void EngineTrace::cpu_op(const OpRecord& op, int worker, std::int64_t start, std::size_t in_flight) noexcept {
+  TraceRecorder* trace = recorder();
+  if (trace == nullptr) return;
+  try {
+    TraceRecorder::Slice slice{op.trace_op, name_of(op), trace->thread_lane(op.executor()->name(), worker), start,
+                               trace->now()};
+    describe_uses(op, slice);
+    trace->slice(std::move(slice), static_cast<std::int64_t>(in_flight));
+  } catch (...) {  // out of memory while tracing: the trace misses this op, the op is unaffected
+  }
+}
+
+void EngineTrace::stream_issue(OpRecord& op, Axis axis) noexcept {
+  TraceRecorder* trace = recorder();
+  if (trace == nullptr) return;
+  op.trace_start = trace->now();
+  try {
+    op.trace_lane = trace->stream_lane(axis, *op.executor());
+  } catch (...) {  // out of memory for a new lane: the trace misses this op, the op is unaffected
+    op.trace_op = 0;
+  }
+}
+
+void EngineTrace::stream_op(const OpRecord& op, std::size_t in_flight,
+                            std::span<const std::unique_ptr<Executor>> executors) noexcept {
+  TraceRecorder* trace = recorder();
+  if (trace == nullptr) return;
+  try {
+    TraceRecorder::Slice slice{op.trace_op, name_of(op), op.trace_lane, op.trace_start, trace->now(), true};
+    describe_uses(op, slice);
+    trace->slice(std::move(slice), static_cast<std::int64_t>(in_flight));
+    std::uint64_t issued = 0, elided = 0;
+    for (const auto& executor : executors) {
+      const DeviceWaits waits = executor->device_waits();
+      issued += waits.issued;
+      elided += waits.elided;
+    }
+    trace->device_waits(issued, elided);
+  } catch (...) {  // as in cpu_op
+  }
+}
+
+void EngineTrace::flows(const OpRecord& op, const ReadyList& granted) noexcept {
+  TraceRecorder* trace = recorder();
+  if (trace == nullptr) return;
+  try {
+    for (const OpNode* node = granted.front(); node != nullptr; node = node->ready_next_) {
+      const std::uint64_t released = static_cast<const OpRecord*>(node)->trace_op;
+      if (released != 0) trace->flow(op.trace_op, released);
+    }
+  } catch (...) {  // as in cpu_op
+  }
+}
+
+}  // namespace depengine::detail

@@ -1,0 +1,65 @@
+// EngineTrace: where the engine's push, run, issue and completion paths hook into tracing (Engine::StartTrace,
+// DEPENGINE_TRACE). TraceRecorder (trace_recorder.h) is the file; this is which recorder is on and what each hook
+// records into it.
+//
+// The recorder on now is one atomic pointer. A push stamps its op with a trace id only while one is on (a relaxed load:
+// it dereferences nothing); the recording hooks load the pointer again, with acquire, before using it. Every recorder
+// this engine made is kept until the engine is destroyed, so an op that loaded the pointer just before a trace stopped
+// still records into live memory.
+//
+// Thread safety: start()/stop_begin()/stop_end() serialise on a mutex; the hooks from any thread. Every hook is
+// noexcept: out of memory while tracing, the trace misses the op and the op is unaffected.
+// Cost when off: one relaxed load per push, plus a branch on the op's trace id at each hook.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "engine/detail/op_record.h"
+#include "engine/detail/trace_recorder.h"
+#include "engine/var_queue/op_node.h"
+
+namespace depengine::detail {
+
+class EngineTrace {
+ public:
+  // DEPENGINE_TRACE=path: the first engine of the process traced to `path` writes `path`, the next ones `path.2`, ...
+  [[nodiscard]] static std::string env_path(const std::string& path);
+
+  // Starts recording to `path`; throws Error if a trace is already on.
+  void start(std::string path);
+  // The recorder on now; throws Error ("StopTrace: no trace is on") if none. The caller waits for the ops in flight,
+  // then calls stop_end() and writes the recorder's file.
+  [[nodiscard]] TraceRecorder& stop_begin();
+  void stop_end() noexcept;
+  [[nodiscard]] bool on() const noexcept {
+    // relaxed: only whether a trace is on; the hooks load the pointer again, with acquire, before using it.
+    return current_.load(std::memory_order_relaxed) != nullptr;
+  }
+  // The recorder on now, or null; for timing an op's function around the hooks below.
+  [[nodiscard]] TraceRecorder* recorder() const noexcept {
+    return current_.load(std::memory_order_acquire);  // acquire: pairs with the release store in start()
+  }
+
+  // A CPU op `op` ran on `worker` from `start` (recorder().now()) until now.
+  void cpu_op(const OpRecord& op, int worker, std::int64_t start, std::size_t in_flight) noexcept;
+  // A stream op is issued on the stream of `axis`: remembers its lane and the issue time (or drops it from the trace).
+  void stream_issue(OpRecord& op, Axis axis) noexcept;
+  // A stream op has completed; also samples the device waits of `executors`.
+  void stream_op(const OpRecord& op, std::size_t in_flight,
+                 std::span<const std::unique_ptr<Executor>> executors) noexcept;
+  // `op`'s release gave every op in `granted` its last grant.
+  void flows(const OpRecord& op, const ReadyList& granted) noexcept;
+
+ private:
+  std::atomic<TraceRecorder*> current_{nullptr};
+  std::mutex mutex_;
+  std::vector<std::unique_ptr<TraceRecorder>> recorders_;  // guarded by mutex_
+};
+
+}  // namespace depengine::detail

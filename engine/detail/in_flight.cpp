@@ -1,0 +1,104 @@
+#include "engine/detail/in_flight.h"
+
+namespace depengine::detail {
+namespace {
+
+// pushed - retired, where the two were read at different moments: retired may then be ahead.
+std::size_t difference(std::size_t pushed, std::size_t retired) noexcept {
+  return pushed > retired ? pushed - retired : 0;
+}
+
+constexpr std::uint64_t kZeroSleeper = std::uint64_t{1} << 32;
+constexpr std::uint64_t kLowSleeper = 1;
+
+}  // namespace
+
+InFlight::InFlight(std::size_t max, std::span<const std::unique_ptr<Executor>> helpers) noexcept
+    : max_(max), low_water_(max * 3 / 4), helpers_(helpers) {}
+
+std::size_t InFlight::upper_bound() const noexcept {
+  // seq_cst: also used as the waiters' side of the Dekker pair with leave() (see wait_at_most()).
+  const std::size_t retired = retired_.load(std::memory_order_seq_cst);
+  return difference(pushed_.load(std::memory_order_seq_cst), retired);
+}
+
+std::size_t InFlight::now() const noexcept {
+  // upper_bound() overestimates when the caller is delayed between its two loads (retired_ read long before pushed_).
+  // Here retired_ is read again after pushed_: when it has not moved, pushed_ was read at a moment when retired_ held
+  // that value, so the difference is the count at that moment. Completions land every few hundred ns at most, so a
+  // retry almost always succeeds at once; after kTries the conservative value is returned rather than spinning on.
+  // seq_cst: as in upper_bound().
+  constexpr int kTries = 64;
+  std::size_t retired = retired_.load(std::memory_order_seq_cst);
+  std::size_t pushed = 0;
+  for (int i = 0; i < kTries; ++i) {
+    pushed = pushed_.load(std::memory_order_seq_cst);
+    const std::size_t again = retired_.load(std::memory_order_seq_cst);
+    if (again == retired) break;
+    retired = again;
+  }
+  return difference(pushed, retired);
+}
+
+void InFlight::admit(bool exempt) {
+  if (exempt) {
+    // relaxed: counting only; the op's publication is ordered by the variable locks.
+    pushed_.fetch_add(1, std::memory_order_relaxed);
+    return;
+  }
+  // relaxed throughout: the bound is a count, not a hand-off. A stale view of retired_ only overestimates what is in
+  // flight, so the bound is never exceeded; the compare-exchange makes concurrent pushers exact among themselves.
+  std::size_t pushed = pushed_.load(std::memory_order_relaxed);
+  for (;;) {
+    if (difference(pushed, retired_view_.load(std::memory_order_relaxed)) >= max_) {
+      const std::size_t retired = retired_.load(std::memory_order_relaxed);
+      retired_view_.store(retired, std::memory_order_relaxed);
+      if (difference(pushed, retired) >= max_) {
+        wait_at_most(low_water_);
+        pushed = pushed_.load(std::memory_order_relaxed);
+        continue;
+      }
+    }
+    if (pushed_.compare_exchange_weak(pushed, pushed + 1, std::memory_order_relaxed)) return;
+  }
+}
+
+void InFlight::leave() noexcept {
+  // seq_cst, with the seq_cst load of sleepers_: a Dekker pair with wait_at_most(), which raises sleepers_ and then
+  // reads the counts. One of the two sees the other, so no sleeper misses the level it waits for.
+  const std::size_t retired = retired_.fetch_add(1, std::memory_order_seq_cst) + 1;
+  const std::uint64_t sleepers = sleepers_.load(std::memory_order_seq_cst);
+  if (sleepers == 0) return;
+  // Every op retired so far was pushed before it retired, so its push is visible here: the difference is exact when
+  // it reaches zero, and at worst an underestimate (a spurious wake) otherwise.
+  const std::size_t count = difference(pushed_.load(std::memory_order_seq_cst), retired);
+  if ((count == 0 && sleepers >= kZeroSleeper) || (count <= low_water_ && (sleepers & (kZeroSleeper - 1)) != 0)) {
+    std::lock_guard lock(wake_mutex_);
+    wake_cv_.notify_all();
+  }
+}
+
+bool InFlight::help() noexcept {
+  for (const auto& executor : helpers_) {
+    if (executor->try_help()) return true;
+  }
+  return false;
+}
+
+// `level` is 0 or low_water_, the levels leave() announces. When it returns, the effects of the retired ops are
+// visible: upper_bound()'s seq_cst loads acquire what leave()'s seq_cst increments released.
+void InFlight::wait_at_most(std::size_t level) {
+  const std::uint64_t me = level == 0 ? kZeroSleeper : kLowSleeper;
+  while (upper_bound() > level) {
+    if (help()) continue;
+    sleepers_.fetch_add(me, std::memory_order_seq_cst);  // see leave()
+    {
+      std::unique_lock lock(wake_mutex_);
+      wake_cv_.wait(lock, [&] { return upper_bound() <= level; });
+    }
+    // relaxed: leaving late costs at most a spurious notify.
+    sleepers_.fetch_sub(me, std::memory_order_relaxed);
+  }
+}
+
+}  // namespace depengine::detail

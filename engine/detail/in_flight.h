@@ -1,0 +1,77 @@
+// InFlight: the count of ops pushed and not yet retired, the bound on it (EngineOptions::max_in_flight), and the
+// threads that wait for it to fall (back-pressure, WaitForAll, StopTrace, shutdown).
+//
+// In flight = pushed - retired. The two counts live on separate cache lines, written by separate parties (pushers;
+// completing threads), so a push and a completion on different cores do not trade a line per op. A pusher checks the
+// bound against its cached view of `retired` and re-reads the real count only when the view says the bound is reached.
+//
+// Waiting: a thread that waits for a level first helps run queued work (Executor::try_help of the engine's executors),
+// and sleeps on a condition variable only when there is none. leave() wakes sleepers when the count reaches the level
+// they wait for; the announcement is a Dekker pair (see leave() and wait_at_most() in in_flight.cpp), so no sleeper
+// misses its level.
+//
+// Happens-before: when wait_at_most(level) returns, the effects of every op retired so far (everything done before its
+// leave()) are visible to the caller.
+//
+// Thread safety: every member from any thread. Cost: admit() is one relaxed compare-exchange on the pushers' line;
+// leave() one seq_cst increment on the completers' line and one load of the sleepers' line (cached everywhere while no
+// one waits). Allocation: none.
+#pragma once
+
+#include <atomic>
+#include <condition_variable>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <span>
+
+#include "executors/executor.h"
+
+namespace depengine::detail {
+
+class InFlight {
+ public:
+  // `max` bounds the ops in flight (at least 1, checked by the engine); a push held back by it resumes once the count
+  // falls to 3/4 of it. `helpers` are the executors whose queued work waiting threads run; they must outlive this.
+  InFlight(std::size_t max, std::span<const std::unique_ptr<Executor>> helpers) noexcept;
+
+  // Counts one op in. Unless `exempt` (an op pushed from inside a running op, or by the engine itself: waiting there
+  // could deadlock), waits first while the bound is reached, helping meanwhile.
+  void admit(bool exempt);
+  // Counts one op out (retired), and wakes the threads waiting for the level now reached.
+  void leave() noexcept;
+
+  // An upper bound of the ops in flight during the call (what waits rely on: never too low).
+  [[nodiscard]] std::size_t upper_bound() const noexcept;
+  // The ops in flight at one moment during the call (Engine::InFlight); see the definition for the rare fallback.
+  [[nodiscard]] std::size_t now() const noexcept;
+
+  // Waits until no op is in flight, helping meanwhile. Must not be called from inside an op of the same engine.
+  void wait_for_zero() { wait_at_most(0); }
+
+  // Runs one queued op of any helper executor on the calling thread; false if none had one.
+  [[nodiscard]] bool help() noexcept;
+
+ private:
+  void wait_at_most(std::size_t level);
+
+  // Immutable after construction.
+  const std::size_t max_;
+  const std::size_t low_water_;  // a push held back by the bound resumes once the count falls to this
+  const std::span<const std::unique_ptr<Executor>> helpers_;
+
+  // Written by pushers.
+  alignas(64) std::atomic<std::size_t> pushed_{0};
+  std::atomic<std::size_t> retired_view_{0};  // a pusher's cached lower bound of retired_
+  // Written by completing threads.
+  alignas(64) std::atomic<std::size_t> retired_{0};
+  // Threads asleep in wait_at_most(): the low 32 bits count those waiting for low_water_, the high 32 bits those
+  // waiting for zero. Read by every completion, written only by waiters, so its line stays cached everywhere while no
+  // one waits; the mutex and condition variable, touched only by sleepers and their wakers, sit on the next line.
+  alignas(64) std::atomic<std::uint64_t> sleepers_{0};
+  alignas(64) std::mutex wake_mutex_;
+  std::condition_variable wake_cv_;
+};
+
+}  // namespace depengine::detail

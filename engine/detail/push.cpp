@@ -1,0 +1,180 @@
+// Publish and grants: a record from push options, the op's variables sorted and folded, appended to every queue under
+// all their locks (var_queue.h), and the pusher's own grant.
+#include <algorithm>
+#include <cassert>
+#include <string>
+#include <utility>
+
+#include "engine/detail/engine_core.h"
+#include "engine/detail/running.h"
+
+namespace depengine::detail {
+namespace {
+
+// Sorts uses by variable address and folds duplicates (a mutation wins over a read). Returns the distinct count.
+std::uint32_t sort_and_fold(VarUse* uses, std::uint32_t count) noexcept {
+  auto by_var = [](const VarUse& a, const VarUse& b) { return a.var < b.var; };
+  if (count <= 16) {
+    for (std::uint32_t i = 1; i < count; ++i) {  // insertion sort: the common lists are tiny
+      VarUse key = uses[i];
+      std::uint32_t j = i;
+      for (; j > 0 && by_var(key, uses[j - 1]); --j) uses[j] = uses[j - 1];
+      uses[j] = key;
+    }
+  } else {
+    std::sort(uses, uses + count, by_var);
+  }
+  std::uint32_t distinct = 0;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (distinct > 0 && uses[distinct - 1].var == uses[i].var) {
+      if (uses[i].access == Access::kWrite) uses[distinct - 1].access = Access::kWrite;
+    } else {
+      uses[distinct++] = uses[i];
+    }
+  }
+  return distinct;
+}
+
+void check_fences(const FenceList& fences, const char* field) {
+  for (std::size_t i = 0; i < fences.size(); ++i) {
+    if (fences[i].timeline == nullptr) {
+      throw Error("PushOptions::" + std::string(field) + "[" + std::to_string(i) + "] names a null timeline");
+    }
+  }
+}
+
+// Appends `op` to the queue of every variable it uses, all locks held at once (see var_queue.h). Returns false,
+// appending nothing, if a variable was deleted since its handle was checked. DeleteVariable's op moves its variable's
+// generation on while the lock is held, so no push can slip in behind it.
+bool publish(OpRecord* op) noexcept {
+  VarUse* const uses = op->uses;
+  const std::uint32_t count = op->num_uses;
+  for (std::uint32_t i = 0; i < count; ++i) uses[i].var->lock();
+  bool alive = true;
+  for (std::uint32_t i = 0; i < count && alive; ++i) {
+    // relaxed: generation is written only under this lock, which we hold.
+    alive = state_of(uses[i])->generation.load(std::memory_order_relaxed) == uses[i].tag;
+  }
+  if (alive) {
+    // + 1: our own grant, given after the unlocks; + 1 more for the wait fences, given when the last is reached.
+    op->reset_wait(static_cast<std::int32_t>(count) + 1 + (op->wait_fences.empty() ? 0 : 1));
+    if (op->deletes_var) {
+      VarState* var = state_of(uses[0]);
+      // relaxed: under the lock, which every reader of generation that matters holds too.
+      var->generation.store(var->generation.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+    }
+    ReadyList ready;  // stays empty: the op waits for our grant
+    for (std::uint32_t i = 0; i < count; ++i) uses[i].var->append_locked(uses[i], ready);
+    assert(ready.empty());
+  }
+  for (std::uint32_t i = 0; i < count; ++i) uses[i].var->unlock();
+  return alive;
+}
+
+}  // namespace
+
+OpRecord* EngineCore::make_record(const PushOptions& options, bool async) {
+  Executor* executor = &executor_at(options.context.executor);
+  if (async && executor->issues_ahead()) {
+    throw Error("PushAsync: context names executor " + std::to_string(options.context.executor) + " (" +
+                std::string(executor->name()) +
+                "), a stream executor, whose ops complete when their device work does; push with Push and enqueue "
+                "the work on RunContext::stream");
+  }
+  check_fences(options.wait_fences, "wait_fences");
+  check_fences(options.signal_fences, "signal_fences");
+  return record_for(executor, options, async);
+}
+
+// A pooled record for an op of `executor`, with every field a push sets from its options.
+OpRecord* EngineCore::record_for(Executor* executor, const PushOptions& options, bool async) {
+  OpRecord* op = RecordPool::acquire();
+  op->prepare(this, executor, options.priority);
+  op->place(options.context.device, options.context.stream_kind, options.context.stream);
+  if (!options.wait_fences.empty()) op->wait_fences = options.wait_fences;
+  if (!options.signal_fences.empty()) op->signal_fences = options.signal_fences;
+  op->name = options.name;
+  op->async = async;
+  op->no_skip = options.no_skip;
+  op->deletes_var = false;
+  op->internal = false;
+  if (trace_.on() && executor != &internal_) op->trace_op = TraceRecorder::next_op();
+  return op;
+}
+
+void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const {
+  const std::size_t total = reads.size() + mutates.size();
+  op->reserve_uses(total);
+  VarUse* out = op->uses;
+  // Handles are checked for their engine here, before their pointer is followed; whether they are still alive is
+  // checked by publish() under the variables' locks, the only place where the answer cannot change.
+  auto add = [&](const Var& var, Access access) {
+    if (var.engine_ != vars_.engine_id() || var.is_null()) [[unlikely]]
+      (void)vars_.checked(var, op->async ? "PushAsync" : "Push");
+    *out++ = VarUse{var.state_, op, nullptr, access, var.generation_};
+  };
+  for (const Var& var : reads) add(var, Access::kRead);
+  for (const Var& var : mutates) add(var, Access::kWrite);
+  op->num_uses =
+      total <= 1 ? static_cast<std::uint32_t>(total) : sort_and_fold(op->uses, static_cast<std::uint32_t>(total));
+}
+
+void EngineCore::submit_new(OpRecord* op, const char* api) {
+  in_flight_.admit(op->internal || t_running.engine == this);
+  if (!publish(op)) {
+    in_flight_.leave();
+    op->recycle();
+    throw Error(std::string(api) + ": a variable of the op was deleted (DeleteVariable) and may not be used again");
+  }
+  if (!op->wait_fences.empty()) arm_fence(op);  // before our grant: the op cannot run (and recycle) meanwhile
+  grant(op, nullptr);
+}
+
+// Gives one grant to `op`. The last one hands it on (through make_ready when signals are carried): to `ready`, the
+// list of a running executor, if given; else to its executor.
+void EngineCore::grant(OpRecord* op, TaskList* ready) noexcept {
+  if (!op->grant()) return;
+  TaskList own;
+  TaskList& out = ready != nullptr ? *ready : own;
+  if (has_streams_) {
+    make_ready(op, out);
+  } else {
+    out.push_back(op);
+  }
+  if (Task* task = own.pop_front()) task->executor()->submit(*task);
+}
+
+void EngineCore::push(OpRecord* op, VarList reads, VarList mutates) {
+  try {
+    gather_uses(op, reads, mutates);
+  } catch (...) {
+    op->recycle();
+    throw;
+  }
+  submit_new(op, op->async ? "PushAsync" : "Push");
+}
+
+void EngineCore::delete_variable(Var var, OpFunction deleter, const PushOptions& options) {
+  VarState* state = vars_.checked(var, "DeleteVariable");
+  OpRecord* op = make_record(options, false);
+  op->no_skip = true;  // the deleter runs whatever error the variable carries
+  op->deletes_var = true;
+  op->reserve_uses(1);
+  op->uses[0] = VarUse{state, op, nullptr, Access::kWrite, var.generation_};
+  op->num_uses = 1;
+  op->fn = std::move(deleter);
+  submit_new(op, "DeleteVariable");
+}
+
+// Pushes an engine-internal op that uses `var` alone, exclusively, without counting as a mutation.
+void EngineCore::push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn) {
+  OpRecord* op = record_for(&internal_, PushOptions{.no_skip = true}, false);
+  op->internal = true;
+  op->reserve_uses(1);
+  op->uses[0] = VarUse{var, op, nullptr, Access::kSync, generation};
+  op->num_uses = 1;
+  op->fn = std::move(fn);
+  submit_new(op, "WaitForVar");
+}
+
+}  // namespace depengine::detail

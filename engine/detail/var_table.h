@@ -1,0 +1,68 @@
+// VarTable: the engine's variables — each one's queue and what the engine keeps beside it (VarState) — and the handles
+// (Var) that name them.
+//
+// Slots have stable addresses (a deque that only grows) and are recycled through a free list once DeleteVariable's op
+// has retired. A slot's generation moves on when DeleteVariable is pushed, so every handle made before is dead from
+// then on; a handle carries the generation it was made at, and the engine's id, so a foreign or dead handle is
+// detected without touching memory it does not own.
+//
+// Thread safety: every member from any thread. make() and recycle() take the table's mutex (variables are made and
+// deleted far less often than they are used); checked() takes nothing. Allocation: make() grows the deque when no slot
+// is free.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <mutex>
+
+#include "engine/var.h"
+#include "engine/var_queue/var_queue.h"
+
+namespace depengine::detail {
+
+// One variable: its queue plus what the engine keeps beside it. The queue comes first so that a VarUse's VarQueue*
+// converts back with a static_cast (state_of).
+struct VarState : VarQueue {
+  // Moves on when DeleteVariable is pushed; handles made earlier are dead. Written under the queue's lock (or while
+  // the slot is free); relaxed loads elsewhere only detect misuse early.
+  std::atomic<std::uint32_t> generation{0};
+  // The first error attached since the last clear. Ordered by the queue itself: written only by ops that mutate or
+  // sync the variable (which run alone), read by any op that uses it (which runs after them).
+  std::exception_ptr error;
+  VarState* free_next = nullptr;  // guarded by VarTable::mutex_ while the slot is free
+  std::uint32_t slot = 0;         // its index in the table, for traces ("v<slot>")
+};
+
+[[nodiscard]] inline VarState* state_of(const VarUse& use) noexcept { return static_cast<VarState*>(use.var); }
+
+class VarTable {
+ public:
+  explicit VarTable(std::uint32_t engine_id) noexcept : engine_id_(engine_id) {}
+  VarTable(const VarTable&) = delete;
+  VarTable& operator=(const VarTable&) = delete;
+
+  [[nodiscard]] std::uint32_t engine_id() const noexcept { return engine_id_; }
+
+  // A handle to a fresh variable (version 0, no error).
+  [[nodiscard]] Var make();
+  // A handle to `var` at `generation` (a use's tag), for the engine's own bookkeeping of poisoned variables.
+  [[nodiscard]] Var handle(VarState* var, std::uint32_t generation) const noexcept {
+    return Var(var, engine_id_, generation);
+  }
+  // The state of a live handle of this engine; otherwise throws Error naming `api` and what is wrong with the handle.
+  // Whether the handle is alive can change right after (a concurrent DeleteVariable); a push re-checks under the
+  // variable's lock.
+  [[nodiscard]] VarState* checked(const Var& var, const char* api) const;
+  // Returns an idle variable's slot (its DeleteVariable op has retired) to the free list.
+  void recycle(VarState* var) noexcept;
+
+ private:
+  const std::uint32_t engine_id_;  // never reused in the process (see Var)
+  std::mutex mutex_;
+  std::deque<VarState> vars_;  // guarded by mutex_ (growth); elements are owned by their users meanwhile
+  VarState* free_ = nullptr;   // guarded by mutex_
+};
+
+}  // namespace depengine::detail

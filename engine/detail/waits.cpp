@@ -1,0 +1,87 @@
+// WaitForVar, WaitForAll, WaitForFence and StopTrace: the calls that block the caller until work has completed. Each
+// helps run queued work while it waits, and refuses to be called from inside an op of the same engine.
+#include <string>
+#include <utility>
+
+#include "engine/detail/engine_core.h"
+#include "engine/detail/notification.h"
+#include "engine/detail/running.h"
+
+namespace depengine::detail {
+namespace {
+
+// Waits for `done`, running queued work of `in_flight`'s executors meanwhile.
+void help_until(const Notification& done, InFlight& in_flight) {
+  while (!done.notified()) {
+    if (!in_flight.help()) done.wait();
+  }
+}
+
+}  // namespace
+
+void EngineCore::forbid_inside_op(const char* api) const {
+  if (t_running.engine == this) {
+    throw Error(std::string(api) +
+                " called from inside a running op of the same engine: it would wait for that op, or for work queued "
+                "behind it, and never return; push a dependent op instead");
+  }
+}
+
+void EngineCore::wait_for_var(Var var) {
+  forbid_inside_op("WaitForVar");
+  VarState* state = vars_.checked(var, "WaitForVar");
+  Notification done;
+  std::exception_ptr error;
+  push_sync_op(state, var.generation_, OpFunction::make<false>([state, &done, &error] {
+                 error = std::exchange(state->error, nullptr);
+                 done.notify();
+               }));
+  help_until(done, in_flight_);
+  if (error != nullptr) {
+    errors_.mark_reported(error);
+    std::rethrow_exception(error);
+  }
+}
+
+void EngineCore::wait_for_all() {
+  forbid_inside_op("WaitForAll");
+  in_flight_.wait_for_zero();
+  ErrorLog::Taken taken = errors_.take();
+  // Clear the variables' errors in push order, so ops pushed meanwhile by other threads see a consistent state.
+  for (const Var& var : taken.poisoned) {
+    // relaxed: an early filter for variables deleted since; push re-checks under the lock.
+    if (var.state_->generation.load(std::memory_order_relaxed) != var.generation_) continue;
+    VarState* state = var.state_;
+    try {
+      push_sync_op(state, var.generation_, OpFunction::make<false>([state] { state->error = nullptr; }));
+    } catch (const Error&) {
+      // deleted concurrently: nothing left to clear
+    }
+  }
+  if (!taken.poisoned.empty()) in_flight_.wait_for_zero();
+  if (taken.first != nullptr) std::rethrow_exception(taken.first);
+}
+
+void EngineCore::wait_for_fence(const Fence& fence) {
+  forbid_inside_op("WaitForFence");
+  if (fence.timeline == nullptr) throw Error("WaitForFence: the fence names a null timeline");
+  Notification done;
+  std::exception_ptr error;
+  TimelineCallbackWaiter waiter([&done, &error](const TimelineWaitResult& result) noexcept {
+    error = result.error();
+    done.notify();
+  });
+  fence.timeline->wait_async(waiter, fence.value);  // no promises: the value itself, that is completed work
+  help_until(done, in_flight_);
+  if (error != nullptr) std::rethrow_exception(error);
+}
+
+void EngineCore::stop_trace() {
+  forbid_inside_op("StopTrace");
+  TraceRecorder& recorder = trace_.stop_begin();
+  in_flight_.wait_for_zero();
+  trace_.stop_end();
+  recorder.write();
+}
+
+}  // namespace depengine::detail
