@@ -33,6 +33,7 @@
 
 #include "engine/frontier/frontier.h"
 #include "engine/frontier/tracker.h"
+#include "support/intrusive_list.h"
 
 namespace depengine {
 
@@ -85,34 +86,7 @@ class Task {
 };
 
 // An intrusive FIFO of tasks. Owned by one thread at a time; never allocates.
-class TaskList {
- public:
-  [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
-  [[nodiscard]] Task* front() const noexcept { return head_; }
-
-  void push_back(Task* task) noexcept {
-    task->next_ = nullptr;
-    if (tail_ != nullptr) {
-      tail_->next_ = task;
-    } else {
-      head_ = task;
-    }
-    tail_ = task;
-  }
-
-  [[nodiscard]] Task* pop_front() noexcept {
-    Task* task = head_;
-    if (task != nullptr) {
-      head_ = task->next_;
-      if (head_ == nullptr) tail_ = nullptr;
-    }
-    return task;
-  }
-
- private:
-  Task* head_ = nullptr;
-  Task* tail_ = nullptr;
-};
+using TaskList = support::IntrusiveList<Task, &Task::next_>;
 
 // What an executor may ask of the engine. Implemented by the engine.
 class ExecutorHost {

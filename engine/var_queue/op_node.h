@@ -17,6 +17,8 @@
 #include <cassert>
 #include <cstdint>
 
+#include "support/intrusive_list.h"
+
 namespace depengine {
 
 class OpNode;
@@ -33,7 +35,7 @@ struct VarUse {
   OpNode* op = nullptr;     // the op this use belongs to (its owner)
   VarUse* next = nullptr;   // next waiting entry of var's queue; written only under var's lock
   Access access = Access::kRead;
-  std::uint32_t tag = 0;    // the owner's: the engine keeps the handle's generation here; the queue ignores it
+  std::uint32_t tag = 0;  // the owner's: the engine keeps the handle's generation here; the queue ignores it
 };
 
 class OpNode {
@@ -62,33 +64,6 @@ class OpNode {
 
 // An intrusive FIFO of ready ops, filled by the var queue while a lock is held and drained by the caller after it is
 // released (no op is ever dispatched under a lock). Owned by one thread; never allocates.
-class ReadyList {
- public:
-  [[nodiscard]] bool empty() const noexcept { return head_ == nullptr; }
-  [[nodiscard]] OpNode* front() const noexcept { return head_; }
-
-  void push_back(OpNode* op) noexcept {
-    op->ready_next_ = nullptr;
-    if (tail_ != nullptr) {
-      tail_->ready_next_ = op;
-    } else {
-      head_ = op;
-    }
-    tail_ = op;
-  }
-
-  [[nodiscard]] OpNode* pop_front() noexcept {
-    OpNode* op = head_;
-    if (op != nullptr) {
-      head_ = op->ready_next_;
-      if (head_ == nullptr) tail_ = nullptr;
-    }
-    return op;
-  }
-
- private:
-  OpNode* head_ = nullptr;
-  OpNode* tail_ = nullptr;
-};
+using ReadyList = support::IntrusiveList<OpNode, &OpNode::ready_next_>;
 
 }  // namespace depengine
