@@ -11,17 +11,25 @@ target_compile_options(depengine_warnings INTERFACE -Wall -Wextra -Wpedantic -Ws
                                                     -Wno-missing-field-initializers
                                                     $<$<BOOL:${DEPENGINE_WERROR}>:-Werror>)
 
-# depengine_library(NAME <short> SOURCES ... [DEPS ...]) builds depengine_<short>, aliased depengine::<short>,
-# and marks it for installation.
+# depengine_library(NAME <short> [SOURCES ...] [DEPS ...]) builds depengine_<short>, aliased depengine::<short>,
+# and marks it for installation. Without SOURCES it is a header-only (INTERFACE) library.
 function(depengine_library)
   cmake_parse_arguments(ARG "" "NAME" "SOURCES;DEPS" ${ARGN})
   set(target depengine_${ARG_NAME})
-  add_library(${target} ${ARG_SOURCES})
+  if(ARG_SOURCES)
+    add_library(${target} ${ARG_SOURCES})
+    set_target_properties(${target} PROPERTIES EXPORT_NAME ${ARG_NAME} OUTPUT_NAME depengine_${ARG_NAME})
+    target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${DEPENGINE_SOURCE_DIR}>
+                                                $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/depengine>)
+    target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE $<BUILD_INTERFACE:depengine_warnings>)
+  else()
+    add_library(${target} INTERFACE)
+    set_target_properties(${target} PROPERTIES EXPORT_NAME ${ARG_NAME})
+    target_include_directories(${target} INTERFACE $<BUILD_INTERFACE:${DEPENGINE_SOURCE_DIR}>
+                                                   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/depengine>)
+    target_link_libraries(${target} INTERFACE ${ARG_DEPS})
+  endif()
   add_library(depengine::${ARG_NAME} ALIAS ${target})
-  set_target_properties(${target} PROPERTIES EXPORT_NAME ${ARG_NAME} OUTPUT_NAME depengine_${ARG_NAME})
-  target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${DEPENGINE_SOURCE_DIR}>
-                                              $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/depengine>)
-  target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE $<BUILD_INTERFACE:depengine_warnings>)
   set_property(GLOBAL APPEND PROPERTY DEPENGINE_INSTALL_TARGETS ${target})
 endfunction()
 

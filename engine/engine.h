@@ -9,7 +9,7 @@
 //   engine.Push([&] { y = x + 1; }, {a}, {b});           // reads a, mutates b: runs after the first
 //   engine.WaitForVar(b);                                // y == 2 here
 //
-// The contract (DESIGN.md §2):
+// The contract (docs/architecture.md §2):
 // - Order. Ops that use a variable take effect in push order: consecutive reads run concurrently; a mutation waits
 //   for every earlier read and mutation of it and holds back every later use. Happens-before: writes made by an op
 //   that mutates V are visible to every op pushed later that reads or mutates V, and an op's reads of V happen before

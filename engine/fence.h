@@ -1,5 +1,5 @@
 // Fence and FenceList: points on user timelines that a push waits for or signals (PushOptions::wait_fences and
-// signal_fences; DESIGN.md section 2, the seed on timelines and fences).
+// signal_fences; docs/architecture.md §2, IREE's design of timelines and fences).
 //
 // A fence is a timeline and a value: "this timeline has reached at least this value". With fences a user can submit a
 // whole pipeline, including work ordered by nothing but fences, before any of it runs: an op waiting on a fence is

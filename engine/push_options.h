@@ -5,7 +5,7 @@
 #include <string_view>
 
 #include "engine/fence.h"
-#include "executors/executor.h"  // StreamKind
+#include "engine/vocabulary/vocabulary.h"
 
 namespace depengine {
 

@@ -5,7 +5,7 @@
 #include <exception>
 #include <string_view>
 
-#include "executors/executor.h"  // WaitFrontier
+#include "engine/vocabulary/vocabulary.h"
 
 namespace depengine {
 
@@ -28,7 +28,7 @@ struct RunContext {
   const StreamPlacement* stream = nullptr;
   // For an op of a stream executor: its wait frontier, the signals of the ops it depends on (its stream waits for
   // them, or already follows them, before the work enqueued now). What a deletion hands a memory pool as the death
-  // frontier of a block (memory/buffer.h). Null for CPU executors.
+  // frontier of a block (memory/buffers/buffer.h). Null for CPU executors.
   const WaitFrontier* waits = nullptr;
 };
 

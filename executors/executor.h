@@ -9,7 +9,7 @@
 // An executor owns its threads and queues. It never learns what an op does, only its priority, its placement (device,
 // stream kind, stream) and which executor it belongs to.
 //
-// Two kinds of executor (DESIGN.md section 3):
+// Two kinds of executor (docs/architecture.md §3):
 //   - CPU executors (inline, threadpool) complete an op when execute() returns (or its Completion is called). They
 //     own no axis: the engine hands them an op only once every entry of its wait frontier has completed (it parks the
 //     op on the tracker until then), so they never wait for a device.
@@ -33,6 +33,7 @@
 
 #include "engine/frontier/frontier.h"
 #include "engine/frontier/tracker.h"
+#include "engine/vocabulary/vocabulary.h"
 #include "support/intrusive_list.h"
 
 namespace depengine {
@@ -40,25 +41,12 @@ namespace depengine {
 class Executor;
 struct StreamPlacement;  // executors/stream/stream_executor.h: where a stream op was issued
 
-// What a stream is for. Stream executors keep streams of the first two kinds per device, and collective channels per
-// executor; an op names the kind it needs.
-enum class StreamKind : std::uint8_t {
-  kCompute = 0,     // kernels and host work
-  kCopy = 1,        // transfers, so that they overlap compute
-  kCollective = 2,  // a collective channel: work that spans the executor's devices, signalled on one collective axis
-};
-
 // Device waits a stream executor has made so far: enqueued, and elided (implied by what the stream knew, or found
 // complete). Statistics: read while ops run, they may lag.
 struct DeviceWaits {
   std::uint64_t issued = 0;
   std::uint64_t elided = 0;
 };
-
-// An op's wait frontier: the (axis, epoch) signals of the ops it depends on that may not have completed yet. Its
-// capacity bounds the stream axes of one engine (EngineCore checks at construction), so it never overflows.
-inline constexpr std::size_t kMaxEngineAxes = 16;
-using WaitFrontier = RequirementFrontier<kMaxEngineAxes>;
 
 // The part of an op that executors see: where it runs, how urgent it is, and a link for the executor's queues.
 class Task {

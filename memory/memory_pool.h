@@ -1,5 +1,5 @@
-// MemoryPool: blocks of host or device memory reused by frontier dominance, without fences (DESIGN.md section 6; the
-// seeds' "Buffer Reuse" and "Stream-ordered Allocations").
+// MemoryPool: blocks of host or device memory reused by frontier dominance, without fences (docs/architecture.md §6;
+// the seeds' "Buffer Reuse" and "Stream-ordered Allocations").
 //
 // A block is released with its death frontier: what must complete before anyone else may touch it (the signals of its
 // last users, known when their work is issued, not when it finishes). acquire(bytes, alignment, view) then hands out,
@@ -16,13 +16,13 @@
 //      releases or completions and tries again (the engine does this as a pending op, not a blocked thread).
 // A request larger than the limit throws std::length_error at once.
 //
-// Reservations (bounded pools under an engine, memory/buffer.h). reserve(bytes, alignment, waiter) is the host-side,
-// asynchronous form for a holder whose stream is not known yet: it takes a free block of the size class whatever its
-// death frontier (handing that frontier to the waiter, whose stream must wait for it before touching the block),
-// preferring one the tracker shows complete; else a fresh block within the limit. When neither is possible the waiter
-// is queued, and served when a release, or the completion of the users of a free block that could be trimmed, makes
-// room. Queued requests are served first-fit in arrival order, not strictly FIFO: a request that fits is never held
-// behind one that does not (forward progress while any request fits; a large request may wait while smaller ones
+// Reservations (bounded pools under an engine, memory/buffers/buffer.h). reserve(bytes, alignment, waiter) is the
+// host-side, asynchronous form for a holder whose stream is not known yet: it takes a free block of the size class
+// whatever its death frontier (handing that frontier to the waiter, whose stream must wait for it before touching the
+// block), preferring one the tracker shows complete; else a fresh block within the limit. When neither is possible the
+// waiter is queued, and served when a release, or the completion of the users of a free block that could be trimmed,
+// makes room. Queued requests are served first-fit in arrival order, not strictly FIFO: a request that fits is never
+// held behind one that does not (forward progress while any request fits; a large request may wait while smaller ones
 // pass).
 //
 // Size classes. Blocks come in powers of two from 256 bytes; a request takes the smallest class that holds it (and its
@@ -53,7 +53,7 @@
 
 #include "engine/frontier/frontier.h"
 #include "engine/frontier/tracker.h"
-#include "executors/executor.h"  // kMaxEngineAxes
+#include "engine/vocabulary/vocabulary.h"
 #include "memory/block_source.h"
 
 namespace depengine {

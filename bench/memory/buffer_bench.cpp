@@ -1,4 +1,4 @@
-// What stream-ordered buffers (memory/buffer.h) cost and how often they reuse memory without synchronisation, on a
+// What stream-ordered buffers (memory/buffers/buffer.h) cost and how often they reuse memory without synchronisation, on a
 // training-loop-shaped workload over the host stream backend (one device, two compute streams):
 //
 //   bench_buffers [--runs N] [--json FILE] [--smoke]
@@ -42,7 +42,7 @@
 #include "executors/host_stream/host_stream_backend.h"
 #include "executors/stream/stream_executor.h"
 #include "executors/threadpool/threadpool_executor.h"
-#include "memory/buffer.h"
+#include "memory/buffers/buffer.h"
 
 namespace depengine::bench {
 namespace {

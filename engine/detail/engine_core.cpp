@@ -13,8 +13,6 @@ std::atomic<std::uint32_t> g_next_engine_id{1};
 
 }  // namespace
 
-static_assert(std::is_same_v<VarSignal, WaitFrontier>, "an op's wait frontier is made of its variables' signals");
-
 EngineCore::EngineCore(EngineOptions options)
     : executors_(std::move(options.executors)),
       vars_(g_next_engine_id.fetch_add(1, std::memory_order_relaxed)),  // relaxed: only uniqueness matters

@@ -3,7 +3,7 @@
 // A frontier is a set of (axis, epoch) entries, at most one per axis, sorted by axis: "everything on axis A up to
 // epoch 7, and on axis B up to epoch 3". It is how a signal carries its causal past to whoever waits on it, how a
 // stream decides that a cross-stream wait is already implied by what it knows (dominance), and how a freed buffer
-// records what must finish before it may be reused (a death frontier). See DESIGN.md section 4 and the seed
+// records what must finish before it may be reused (a death frontier). See docs/architecture.md §4 and IREE's note
 // "Causal Dependency Tracking with Vector Clock Frontiers".
 //
 // Two roles, because a full frontier must lose information in opposite directions depending on what it means:

@@ -3,9 +3,9 @@
 // A timeline is a monotonically increasing 64-bit value. signal(v, f) raises it to v and attaches f, the frontier of
 // what the signaller knew had happened before it signalled. A wait for `value >= v` imports the frontier of the
 // signal that FIRST reached v, not the newest one: a consumer that needs "S reached 2" depends on the work before the
-// signal of 2, not on the work that later pushed S to 5 (the seed's "Scheduling vs. Causality"; IREE keeps one
+// signal of 2, not on the work that later pushed S to 5 (IREE's frontier design, "Scheduling vs. Causality"; IREE's code keeps one
 // accumulated frontier per semaphore, which over-attributes). This is what user fences (push options that wait on and
-// signal timeline values) and cross-engine hand-offs are built on. DESIGN.md section 4; README.md in this folder.
+// signal timeline values) and cross-engine hand-offs are built on. docs/architecture.md §4; README.md in this folder.
 //
 // Roles. Both the frontier a signal carries and the frontier a wait imports are KNOWLEDGE (KnowledgeFrontier): the
 // signal says what had happened before it, and the import is what the waiter may now assume has happened. Losing
@@ -29,7 +29,7 @@
 // Once the engine's own signal passes v (watermark >= v), rule 2 applies again and waits for v import the frontier of
 // the first ENGINE signal >= v, untainted: that signal has happened by the time the import is made, so its knowledge
 // is true, and it is the closest knowledge the timeline has for v. Taint therefore covers exactly the window of
-// external uncertainty and disappears when the engine signals past it (the seed's "Taint").
+// external uncertainty and disappears when the engine signals past it (IREE's frontier design, "Taint").
 //
 // Waiting. poll(v) answers now; wait(v, timeout) blocks the calling thread; wait_async(waiter, v) arms an intrusive
 // TimelineWaiter whose callback runs exactly once, when v is reached or the timeline fails, unless cancel() prevents

@@ -1,9 +1,9 @@
 // Tracker: which epochs of which axes have COMPLETED, and waiters that fire when a whole requirement has.
 //
-// A stream op is issued long before it completes (DESIGN.md section 3). The tracker is where completion lands: the
+// A stream op is issued long before it completes (docs/architecture.md §3). The tracker is where completion lands: the
 // stream executor calls advance(axis, epoch) from its host-callback or poller thread for each completed op, and a CPU
 // op that depends on stream work is parked on a TrackerWaiter for its wait frontier instead of blocking a worker on a
-// device event. WaitForVar and the memory pools ask the same tracker (completed, satisfied). DESIGN.md section 4;
+// device event. WaitForVar and the memory pools ask the same tracker (completed, satisfied). docs/architecture.md §4;
 // README.md in this folder has the waiter protocol as a thread timeline.
 //
 // Model. Each registered axis has a completed epoch (0 until advanced), which only grows: advance(axis, e) raises it

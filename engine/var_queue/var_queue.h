@@ -28,7 +28,7 @@
 // under lock_ and its wait counter carries that on (see op_node.h). So writes made by an op that mutates V are
 // visible to every op pushed later that reads or mutates V.
 //
-// Signals (DESIGN.md section 3). A stream op releases its uses when it is issued, long before its device work
+// Signals (docs/architecture.md §3). A stream op releases its uses when it is issued, long before its device work
 // completes, so each release may carry a signal: the (axis, epoch) entries that a later user must wait for on the
 // device or on the tracker. The queue keeps two, updated under lock_ by complete():
 //   - write_signal(): the signal of the last exclusive use (write or sync). Every later use must wait for it.
@@ -49,13 +49,14 @@
 
 #include "engine/frontier/frontier.h"
 #include "engine/var_queue/op_node.h"
+#include "engine/vocabulary/vocabulary.h"
 #include "support/spinlock.h"
 
 namespace depengine {
 
-// A variable's signals hold at most one entry per axis; the engine bounds its axes to this capacity (so merging
-// signals never overflows).
-using VarSignal = RequirementFrontier<16>;
+// A variable's signals are wait frontiers: at most one entry per axis, and the engine bounds its axes to their capacity
+// (so merging signals never overflows).
+using VarSignal = WaitFrontier;
 
 class VarQueue {
  public:

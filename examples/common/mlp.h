@@ -1,5 +1,5 @@
 // A multilayer perceptron as engine ops: what the training-loop and gradient-aggregation examples push. Every weight,
-// gradient, activation and batch is a Buffer (memory/buffer.h), so one model runs on a CPU executor (host memory,
+// gradient, activation and batch is a Buffer (memory/buffers/buffer.h), so one model runs on a CPU executor (host memory,
 // the arithmetic in the op itself), on host streams (the arithmetic launched as host work on the op's stream) and on
 // CUDA streams (kernels on the op's stream), with the same ops and the same variables.
 //
@@ -19,7 +19,7 @@
 
 #include "engine/engine.h"
 #include "executors/stream/stream_backend.h"
-#include "memory/buffer.h"
+#include "memory/buffers/buffer.h"
 
 namespace depengine::examples {
 

@@ -33,7 +33,7 @@
 #include "executors/host_stream/host_stream_backend.h"
 #include "executors/stream/stream_executor.h"
 #include "executors/threadpool/threadpool_executor.h"
-#include "memory/buffer.h"
+#include "memory/buffers/buffer.h"
 #if DEPENGINE_EXAMPLES_CUDA
 #include "executors/cuda_stream/cuda_stream_backend.h"
 #endif

@@ -18,7 +18,7 @@
 //
 // Build: this file and its source are plain C++ against the HIP runtime headers (__HIP_PLATFORM_AMD__), linked with
 // libamdhip64; the backend launches no kernels, so it needs no HIP compiler. Debian bookworm's libamdhip64 (5.2)
-// runs on AMD GPUs only: HIP's NVIDIA mode does not build against CUDA 13 (DESIGN.md §7).
+// runs on AMD GPUs only: HIP's NVIDIA mode does not build against CUDA 13 (docs/architecture.md §7).
 //
 // No device: the constructor never throws for a missing GPU. hipGetDeviceCount's failure (hipErrorNoDevice when
 // there is no GPU or no /dev/kfd, as on CI, or any other) makes device_count() 0, is cleared from the thread's

@@ -4,8 +4,8 @@
 // stream, device-side waits of one stream on another's event, host-side completion *notifications*, and device
 // memory. It is the CUDA runtime's stream model reduced to what the executor needs, so that one executor runs on
 // three backends: host (CPU threads that behave like streams; what CI exercises), CUDA and HIP. The executor, not the
-// backend, decides which events to record and which waits to issue (DESIGN.md §3, §5); a backend only does what it
-// is told, in stream order, and reports failures.
+// backend, decides which events to record and which waits to issue (docs/architecture.md §3, §5); a backend only does
+// what it is told, in stream order, and reports failures.
 //
 // Semantics every backend provides (the host backend is the reference that CI tests; CUDA and HIP map 1:1):
 //   - FIFO: the operations enqueued on one stream (record, wait, notify, copy, and the user's device work) start in
@@ -57,8 +57,8 @@
 // Cost: enqueue calls (record, wait, notify, copy) are one backend call each (CUDA: one runtime call; host: one
 // lock and, if the stream thread sleeps, one wake) and allocate nothing in steady state. try_query never blocks.
 // create_* and allocate are slow paths that allocate. synchronize() blocks the caller and is counted in
-// host_synchronizations(): the executor's steady state should issue none (DESIGN.md §5). Each backend's header says
-// what else allocates.
+// host_synchronizations(): the executor's steady state should issue none (docs/architecture.md §5). Each backend's
+// header says what else allocates.
 #pragma once
 
 #include <atomic>
@@ -69,7 +69,7 @@
 #include <string>
 #include <string_view>
 
-#include "executors/executor.h"  // StreamKind
+#include "engine/vocabulary/vocabulary.h"
 
 namespace depengine {
 

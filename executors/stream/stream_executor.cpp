@@ -168,18 +168,6 @@ StreamExecutor::Stream* StreamExecutor::find(Axis axis) const noexcept {
   return nullptr;
 }
 
-const KnowledgeFrontier<kMaxEngineAxes>& StreamExecutor::knowledge(const StreamPlacement& where) const {
-  const Stream* s = find(where.axis);
-  if (s == nullptr) throw std::invalid_argument(name_ + ": knowledge() of a placement on another executor's stream");
-  return s->knowledge;
-}
-
-void StreamExecutor::wait_for(const StreamPlacement& where, const WaitFrontier& entries) {
-  Stream* s = find(where.axis);
-  if (s == nullptr) throw std::invalid_argument(name_ + ": wait_for() on a placement of another executor's stream");
-  issue_waits(*s, entries);
-}
-
 StreamExecutor::Stream* StreamExecutor::stream_at(std::uint32_t device, StreamKind kind,
                                                   std::uint32_t index) const noexcept {
   if (device >= devices_ || index >= streams(kind)) return nullptr;
@@ -304,6 +292,11 @@ StreamExecutor::Stream* StreamExecutor::choose(const Task& task, const WaitFront
   return best != nullptr ? best : stream_at(task.device(), kind, 0);  // all failed: the op fails on stream 0
 }
 
+void StreamExecutor::wait_on(void* context, const WaitFrontier& entries) {
+  Stream& stream = *static_cast<Stream*>(context);
+  stream.owner->issue_waits(stream, entries);
+}
+
 void StreamExecutor::issue_waits(Stream& stream, const WaitFrontier& need) {
   struct Pending {
     Stream* source;
@@ -373,7 +366,17 @@ void StreamExecutor::issue_one(Task& task) noexcept {
     s.knowledge.merge_satisfied(need);
     const std::uint64_t epoch = s.issued + 1;
     s.knowledge.insert_or_raise(s.axis, epoch);
-    const StreamPlacement where{backend_.get(), s.handle, s.native, s.device, s.kind, s.index, s.axis, epoch};
+    const StreamPlacement where{.backend = backend_.get(),
+                                .stream = s.handle,
+                                .native = s.native,
+                                .device = s.device,
+                                .kind = s.kind,
+                                .index = s.index,
+                                .axis = s.axis,
+                                .epoch = epoch,
+                                .knowledge = &s.knowledge,
+                                .wait = &StreamExecutor::wait_on,
+                                .wait_context = &s};
     if (host_->issue(task, where, FrontierEntry{s.axis, epoch}, ready)) {
       s.issued = epoch;
       bump(s.ops_issued);

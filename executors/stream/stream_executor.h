@@ -4,7 +4,7 @@
 // is ready, enqueues device work on the stream it is given (RunContext::stream), and returns. The op is then *issued*:
 // its variables are released at once with its signal (the stream's axis, the op's epoch on it), so successors are
 // issued right behind it (submit-before-wait), and it *completes* when the device has run everything enqueued before
-// its epoch's event. DESIGN.md sections 3 and 5.
+// its epoch's event. docs/architecture.md §3 and §5.
 //
 // Streams and contexts. The executor keeps, per device, `compute_streams` streams of kind compute and `copy_streams`
 // of kind copy. Each stream is one axis of the engine's tracker, with one epoch per issued op. An op's Context names
@@ -23,7 +23,7 @@
 // domain. An op placed on a channel (context device 0, kind kCollective) waits on the device streams it depends on
 // like any stream op, and its signal is the one entry (channel axis, epoch): what follows the collective on any device
 // waits for one event, however many devices took part, and a frontier holds one entry for it, not one per device
-// (DESIGN.md section 4, the seed's collective-channel axes).
+// (docs/architecture.md §4, IREE's collective-channel axes).
 //
 // Waits. For the chosen stream S and each entry (axis, epoch) of the op's wait frontier:
 //   - elided (dominated) if S's knowledge frontier already covers it: S waited for it, or for something that
@@ -119,6 +119,17 @@ struct StreamPlacement {
   std::uint32_t index = 0;  // among the device's streams of this kind
   Axis axis{};              // the stream's axis
   std::uint64_t epoch = 0;  // this op's epoch on it
+
+  // For the op's function, during its issue and on that thread only (memory pools use them to reuse blocks without a
+  // fence, memory/memory_pool.h AcquireView):
+  //   - knowledge: what the stream knows has happened before the work enqueued now (its own earlier epochs included);
+  //   - wait_for(entries): makes the stream wait for more, exactly as for an op's wait frontier (entries it already
+  //     knows, or that have completed, are elided and counted so). Throws what the backend's wait throws.
+  const KnowledgeFrontier<kMaxEngineAxes>* knowledge = nullptr;
+  void wait_for(const WaitFrontier& entries) const { wait(wait_context, entries); }
+  // The executor's side of wait_for, in the shape of AcquireView::wait: set by the executor with its stream.
+  void (*wait)(void* context, const WaitFrontier& entries) = nullptr;
+  void* wait_context = nullptr;
 };
 
 // Counters of one stream, or of the whole executor (sums). Statistics: read while ops run, they may lag.
@@ -163,13 +174,6 @@ class StreamExecutor final : public Executor {
   // The axis of stream `index` of `kind` on `device` (a collective channel: device 0). Throws std::out_of_range.
   [[nodiscard]] Axis axis(std::uint32_t device, StreamKind kind, std::uint32_t index) const;
 
-  // For the function of a stream op while it is being issued on `where` (its RunContext::stream), on that thread and
-  // during that call only: what the stream knows has happened before the work enqueued now (its own earlier epochs
-  // included), and making it wait for more, exactly as for an op's wait frontier (waits it already implies, or that
-  // have completed, are elided and counted so). Memory pools use them to reuse blocks without a fence (memory/).
-  // Throw std::invalid_argument for a placement of another executor; wait_for throws what the backend's wait throws.
-  [[nodiscard]] const KnowledgeFrontier<kMaxEngineAxes>& knowledge(const StreamPlacement& where) const;
-  void wait_for(const StreamPlacement& where, const WaitFrontier& entries);
   // The engine's tracker, on which this executor's axes complete. Valid once the engine has started the executor.
   [[nodiscard]] Tracker& tracker() const noexcept { return host_->tracker(); }
 
@@ -190,6 +194,7 @@ class StreamExecutor final : public Executor {
   void enqueue_completion(Stream& stream, Task& task);
   void fail_stream(Stream& stream, const std::exception_ptr& error) noexcept;
   static void notified(void* context, std::exception_ptr error) noexcept;
+  static void wait_on(void* context, const WaitFrontier& entries);  // StreamPlacement::wait
   void on_notified(Stream& stream, const std::exception_ptr& error) noexcept;
   void retire(Stream& stream, TaskList& done, std::uint64_t covered) noexcept;
   void start_polling() noexcept;

@@ -1,6 +1,6 @@
-// The frontier scenarios of the seed "Causal Dependency Tracking with Vector Clock Frontiers"
-// (shared/seeds/000_2169c8854d0a73f6.txt), each with the number of device waits it needs, stated and checked. Queues
-// are simulated with frontiers alone (engine/frontier/frontier.h). The timeline scenarios of that seed (scheduling vs
+// The frontier scenarios of the design note "Causal Dependency Tracking with Vector Clock Frontiers" (IREE's),
+// each with the number of device waits it needs, stated and checked. Queues
+// are simulated with frontiers alone (engine/frontier/frontier.h). The timeline scenarios of that note (scheduling vs
 // causality, the taint watermark) are tested with the timeline (timeline_test.cpp).
 #include <catch2/catch.hpp>
 #include <cstddef>

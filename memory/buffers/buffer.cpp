@@ -1,4 +1,4 @@
-#include "memory/buffer.h"
+#include "memory/buffers/buffer.h"
 
 #include <string>
 #include <utility>
@@ -8,7 +8,8 @@
 namespace depengine {
 namespace {
 
-// The stream executor at `index`, or null for a CPU executor.
+// The stream executor at `index`, or null for a CPU executor. The one downcast of Buffers, once, at construction: to
+// find the devices and the backend whose pools to make. Ops reach their stream through StreamPlacement.
 StreamExecutor* stream_executor_at(Engine& engine, std::uint32_t index) {
   Executor& executor = engine.executor(index);
   if (!executor.issues_ahead()) return nullptr;
@@ -19,16 +20,6 @@ StreamExecutor* stream_executor_at(Engine& engine, std::uint32_t index) {
   }
   return streams;
 }
-
-// Where an alloca op is issued: its executor and placement, for the pool's wait callback.
-struct WaitTarget {
-  StreamExecutor* executor;
-  const StreamPlacement* where;
-  static void wait(void* self, const DeathFrontier& entries) {
-    auto* target = static_cast<WaitTarget*>(self);
-    target->executor->wait_for(*target->where, entries);
-  }
-};
 
 }  // namespace
 
@@ -117,9 +108,8 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
         },
         {}, {buffer.var_, order_[device]}, PushOptions{.context = {.executor = cpu_executor_}, .name = "reserve"});
     if (executor == nullptr) return buffer;  // host memory: the reservation's grant is the allocation
-    engine_.Push(
-        [state = buffer.state_, executor](const RunContext& ctx) { executor->wait_for(*ctx.stream, state->death); }, {},
-        {buffer.var_}, options);
+    engine_.Push([state = buffer.state_](const RunContext& ctx) { ctx.stream->wait_for(state->death); }, {},
+                 {buffer.var_}, options);
     return buffer;
   }
   if (executor == nullptr) {
@@ -131,9 +121,9 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
     return buffer;
   }
   engine_.Push(
-      [state = buffer.state_, &from, executor, alignment](const RunContext& ctx) {
-        WaitTarget target{executor, ctx.stream};
-        const AcquireView view{&executor->knowledge(*ctx.stream), &executor->tracker(), &WaitTarget::wait, &target};
+      [state = buffer.state_, &from, tracker = &executor->tracker(), alignment](const RunContext& ctx) {
+        const StreamPlacement& where = *ctx.stream;
+        const AcquireView view{where.knowledge, tracker, where.wait, where.wait_context};
         state->block = from.acquire(state->bytes, alignment, view).value();  // an unbounded pool always has one
       },
       {}, {buffer.var_}, options);

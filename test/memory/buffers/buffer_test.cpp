@@ -1,8 +1,8 @@
-// Buffers (memory/buffer.h) on the host stream backend: a block freed on a stream is reused at once by the next
+// Buffers (memory/buffers/buffer.h) on the host stream backend: a block freed on a stream is reused at once by the next
 // allocation on that stream, with no wait, while nothing has run yet; one freed on another stream costs exactly one
 // device wait; a randomized workload of allocations, pattern writes, checked reads and frees over 2 devices x 2 streams
 // with random stream delays never hands out a block while a user of it can still run; misuse errors.
-#include "memory/buffer.h"
+#include "memory/buffers/buffer.h"
 
 #include <algorithm>
 #include <atomic>

@@ -1,5 +1,5 @@
 // Buffer and Buffers: a variable plus a block of one device's memory (the minimal NDArray the examples need), whose
-// allocation and free are stream-ordered engine ops (the seed's alloca/dealloca).
+// allocation and free are stream-ordered engine ops (IREE's queue alloca/dealloca).
 //
 //   depengine::Buffers buffers(engine, /*stream_executor=*/1);
 //   depengine::Buffer x = buffers.allocate(bytes, /*device=*/0);     // an op on a stream of device 0

@@ -12,7 +12,7 @@
 #include "engine/engine.h"
 #include "executors/stream/stream_executor.h"
 #include "executors/threadpool/threadpool_executor.h"
-#include "memory/buffer.h"
+#include "memory/buffers/buffer.h"
 #include "test/executors/stream/stream_test_support.h"
 
 namespace depengine::test {

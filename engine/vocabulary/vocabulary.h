@@ -1,0 +1,31 @@
+// The engine's vocabulary: the few types that the var queue, the executors, the memory pools and the engine all speak,
+// in one header below them all (docs/architecture.md, "Layers").
+//
+//   - kMaxEngineAxes and WaitFrontier: an op's wait frontier, the (axis, epoch) signals of the ops it depends on that
+//     may not have completed yet. Its capacity bounds the stream axes of one engine (the engine checks at
+//     construction), so merging signals never overflows. A variable's signals (VarSignal), a block's death frontier
+//     and a stream's knowledge have this capacity too.
+//   - StreamKind: what a stream is for; an op's placement names one.
+//
+// Header-only; includes only engine/frontier/.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+
+#include "engine/frontier/frontier.h"
+
+namespace depengine {
+
+inline constexpr std::size_t kMaxEngineAxes = 16;
+using WaitFrontier = RequirementFrontier<kMaxEngineAxes>;
+
+// What a stream is for. Stream executors keep streams of the first two kinds per device, and collective channels per
+// executor; an op names the kind it needs.
+enum class StreamKind : std::uint8_t {
+  kCompute = 0,     // kernels and host work
+  kCopy = 1,        // transfers, so that they overlap compute
+  kCollective = 2,  // a collective channel: work that spans the executor's devices, signalled on one collective axis
+};
+
+}  // namespace depengine
