@@ -17,27 +17,13 @@ k1=2000
 k2=12000
 workloads=(independent chain randsum fanout)
 
-if ! command -v valgrind > /dev/null; then
-  echo "count_instructions.sh: valgrind is not installed" >&2
-  exit 1
-fi
-if [[ ! -x $bench ]]; then
-  echo "count_instructions.sh: no benchmark binary at $bench (build the bench_engine target)" >&2
-  exit 1
-fi
-
-# Instructions collected inside counted_run for `$2` ops of workload `$1`.
-collected() {
-  local out
-  out=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect='*counted_run*' \
-    "$bench" --count "$1" "$2" 2>&1)
-  sed -n 's/.*Collected : \([0-9][0-9]*\).*/\1/p' <<< "$out"
-}
+source "$(dirname "$0")/../common/callgrind.sh"
+require_bench count_instructions.sh "$bench"
 
 printf '%-12s %12s %12s %10s\n' workload "Ir(K=$k1)" "Ir(K=$k2)" "Ir/op"
 for workload in "${workloads[@]}"; do
-  i1=$(collected "$workload" "$k1")
-  i2=$(collected "$workload" "$k2")
+  i1=$(collected counted_run "$bench" --count "$workload" "$k1")
+  i2=$(collected counted_run "$bench" --count "$workload" "$k2")
   if [[ -z $i1 || -z $i2 ]]; then
     echo "count_instructions.sh: callgrind reported no count for $workload" >&2
     exit 1

@@ -11,11 +11,21 @@ namespace {
 
 std::atomic<std::uint32_t> g_next_engine_id{1};
 
+// Whether an executor issues ahead (a stream executor): the engine then carries signals. Null entries are skipped here
+// and refused by the constructor.
+bool any_issues_ahead(const std::vector<std::unique_ptr<Executor>>& executors) noexcept {
+  for (const auto& executor : executors) {
+    if (executor != nullptr && executor->issues_ahead()) return true;
+  }
+  return false;
+}
+
 }  // namespace
 
 EngineCore::EngineCore(EngineOptions options)
     : executors_(std::move(options.executors)),
-      vars_(g_next_engine_id.fetch_add(1, std::memory_order_relaxed)),  // relaxed: only uniqueness matters
+      has_streams_(any_issues_ahead(executors_)),
+      vars_(g_next_engine_id.fetch_add(1, std::memory_order_relaxed), has_streams_),  // relaxed: only uniqueness
       tracker_(TrackerOptions{.max_axes = kMaxEngineAxes}),
       in_flight_(options.max_in_flight, executors_) {
   if (executors_.empty()) throw Error("EngineOptions::executors is empty: an engine needs at least one executor");
@@ -24,7 +34,6 @@ EngineCore::EngineCore(EngineOptions options)
   for (const auto& executor : executors_) {
     if (executor == nullptr) throw Error("EngineOptions::executors holds a null executor");
     axes += executor->axis_count();
-    has_streams_ = has_streams_ || executor->issues_ahead();
   }
   if (axes > kMaxEngineAxes) {
     throw Error("EngineOptions::executors have " + std::to_string(axes) +

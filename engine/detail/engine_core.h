@@ -137,7 +137,7 @@ class EngineCore final : public ExecutorHost {
   // Runs engine-internal ops (waits, error clearing) on the thread that makes them ready. They are tiny, and they
   // must run on the host even when the default executor is a stream executor.
   InlineExecutor internal_;
-  bool has_streams_ = false;  // an executor issues ahead: signals are carried and wait frontiers built
+  const bool has_streams_;  // an executor issues ahead: signals are carried and wait frontiers built
 
   VarTable vars_;
   // Completed epochs of every stream axis; stream executors register their axes in start(). Declared before nothing

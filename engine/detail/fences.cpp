@@ -59,7 +59,7 @@ void EngineCore::promise_fences(OpRecord* op) noexcept {
 // WaitForAll that returns finds its timelines signalled. (A stream op released its variables at issue; its
 // executor advances the tracker, which WaitForVar waits on, only after complete_issued.)
 void EngineCore::signal_fences(OpRecord* op, const std::exception_ptr& error) noexcept {
-  if (op->signal_fences.empty()) return;
+  if (!op->signals_fences) return;
   if (error != nullptr) {
     for (const Fence& fence : op->signal_fences) (void)fence.timeline->fail(error);
     return;

@@ -45,6 +45,21 @@ struct FenceWaiter final : TimelineWaiter {
   OpRecord* op;  // the record this waiter is part of
 };
 
+// Layout, by writer (oneTBB's arena_slot.h style; held by the static_asserts below). An op's record is written by one
+// thread at a time in turn (the pusher, the granters, the runner, the recycler), so what matters is how many lines each
+// hand-off moves between cores: a CPU op touches lines 0 to 3 (and 4-5 for more than two variables, 6 when async);
+// the cold lines are touched only by engines with stream executors and by ops with fences.
+//   line 0, hand-off:  the bases (Task: links, placement, executor; OpNode: the wait counter, the ready link) and
+//                      engine. The pusher writes placement and engine; granters count down the wait counter; the last
+//                      granter, which needs the executor and priority next, writes the links. Never two writers at once
+//                      but for the counter, whose last writer then owns the line.
+//   line 1, function:  fn (64 bytes). Pusher writes, runner calls, recycler destroys.
+//   line 2, op state:  name, uses, flags, trace id (pusher, before publication); error (runner); reset by recycler.
+//   lines 3-5, uses:   inline_uses. Each VarUse's `next` is written by later pushers of the same variable, under its
+//                      lock, while the op waits; apart from the op's own state so those appends do not disturb it.
+//   line 6, async:     holds and ticket, written by the function's thread and the completing thread, concurrently.
+//   cold:              wait frontier, parking and fence waiters, fences, a stream op's trace lane: stream and fence
+//                      state, which a CPU-only engine's ops without fences never touch (prepare_cold()).
 struct OpRecord final : Task, OpNode {
   static constexpr std::uint32_t kInlineVars = 6;
   // A heap array of uses for at most this many variables stays with the record when it is recycled, so ops that list
@@ -52,7 +67,7 @@ struct OpRecord final : Task, OpNode {
   // shape, 3 to 20 variables, then allocates nothing in steady state). A larger array is freed at recycling.
   static constexpr std::uint32_t kKeptVars = 64;
 
-  // Called by the pool before a record is handed out again.
+  // Called by the pusher on a record taken from the pool: lines 0 and 2.
   void prepare(EngineCore* owner, Executor* runs_on, std::int32_t urgency) noexcept {
     engine = owner;
     executor_ = runs_on;
@@ -62,12 +77,16 @@ struct OpRecord final : Task, OpNode {
     stream_kind_ = StreamKind::kCompute;
     next_ = nullptr;
     ready_next_ = nullptr;
-    requirement.clear();
-    wait_fences.clear();
-    signal_fences.clear();
-    next_fence = 0;
-    issued_at = FrontierEntry{};
     trace_op = 0;
+    waits_fences = false;
+    signals_fences = false;
+  }
+
+  // Called by the pusher when the op's cold state will be read: its engine has a stream executor, or it has fences.
+  void prepare_cold() noexcept {
+    requirement.clear();
+    issued_at = FrontierEntry{};
+    next_fence = 0;
   }
 
   void place(std::uint32_t device, StreamKind kind, std::int32_t stream) noexcept {
@@ -86,7 +105,7 @@ struct OpRecord final : Task, OpNode {
     if (count > heap_capacity) {
       const std::size_t capacity = count <= kKeptVars ? std::max<std::size_t>(std::bit_ceil(count), 16) : count;
       heap_uses = std::make_unique<VarUse[]>(capacity);
-      heap_capacity = capacity;
+      heap_capacity = static_cast<std::uint32_t>(capacity);
     }
     uses = heap_uses.get();
   }
@@ -95,48 +114,65 @@ struct OpRecord final : Task, OpNode {
   // of uses larger than the records keep. Called by the thread that retires the op (or abandons its push).
   void recycle() noexcept;
 
+  // Line 0 (after the bases).
   EngineCore* engine = nullptr;  // not owned; outlives the op
-  OpFunction fn;
-  std::string_view name;
+
+  // Line 1.
+  alignas(64) OpFunction fn;
+
+  // Line 2.
+  alignas(64) std::string_view name;
   std::exception_ptr error;  // the op's first error: a poisoned input it skipped on, or its own
   VarUse* uses = inline_uses;
+  std::unique_ptr<VarUse[]> heap_uses;
+  std::uint64_t trace_op = 0;       // tracing (trace_recorder.h): the op's id; 0: not traced
+  std::uint32_t heap_capacity = 0;  // entries of heap_uses
   std::uint32_t num_uses = 0;
   bool async = false;
   bool no_skip = false;
-  bool deletes_var = false;  // DeleteVariable's op: its single use's variable is recycled when it retires
-  bool internal = false;     // pushed by the engine itself (waits, error clearing): exempt from the in-flight bound
+  bool deletes_var = false;     // DeleteVariable's op: its single use's variable is recycled when it retires
+  bool internal = false;        // pushed by the engine itself (waits, error clearing): exempt from the in-flight bound
+  bool waits_fences = false;    // wait_fences holds the op's wait fences (else it is stale)
+  bool signals_fences = false;  // signal_fences holds the op's signal fences (else it is stale)
 
-  // Async ops are released by two parties, the function's return and the completion; the later one recycles the
-  // record (the function may still be running when another thread completes the op, and its callable lives here).
-  std::atomic<std::uint32_t> holds{0};
+  // Lines 3 to 5.
+  alignas(64) VarUse inline_uses[kInlineVars];
+
+  // Line 6. Async ops are released by two parties, the function's return and the completion; the later one recycles
+  // the record (the function may still be running when another thread completes the op, and its callable lives here).
+  alignas(64) std::atomic<std::uint32_t> holds{0};
   // Moves on by one at every completion of an async op; a Completion carries the value it expects, so a second call
   // (or a call on a record since reused) fails its compare-exchange instead of completing someone else's op.
   std::atomic<std::uint64_t> ticket{0};
 
-  // The op's wait frontier (engines with stream executors only): the requirements of the promises its wait fences
+  // Cold. The op's wait frontier (engines with stream executors only): the requirements of the promises its wait fences
   // took, then, when its last grant arrives, the signals of the uses it was granted. Read by its stream executor at
   // issue, and by the tracker while the op is parked.
-  WaitFrontier requirement;
+  alignas(64) WaitFrontier requirement;
   ParkWaiter waiter{this};
-
+  FrontierEntry issued_at{};  // a stream op's own signal, kept for the knowledge its signal fences carry
   // Fences (PushOptions). The wait fences are armed one after another, next_fence the one armed now; all of them
   // together hold one grant of the op's wait counter.
   FenceList wait_fences;
   FenceList signal_fences;
-  std::uint8_t next_fence = 0;
-  FrontierEntry issued_at{};  // a stream op's own signal, kept for the knowledge its signal fences carry
   FenceWaiter fence_waiter{this};
-
-  // Tracing (trace_recorder.h): the op's id (0: not traced); for a stream op, its lane and issue time.
-  std::uint64_t trace_op = 0;
+  std::uint8_t next_fence = 0;
+  // Tracing a stream op: its lane and issue time.
   std::uint32_t trace_lane = 0;
   std::int64_t trace_start = 0;
-
-  std::unique_ptr<VarUse[]> heap_uses;
-  std::size_t heap_capacity = 0;  // entries of heap_uses
-  VarUse inline_uses[kInlineVars];
-  OpRecord* pool_next = nullptr;  // link while the record sits in the pool
 };
+
+// The layout above. offsetof on a class with bases is conditionally supported; GCC and Clang support it for non-virtual
+// bases, as here.
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Winvalid-offsetof"
+static_assert(offsetof(OpRecord, engine) + sizeof(EngineCore*) <= 64, "line 0: the bases and engine");
+static_assert(offsetof(OpRecord, fn) == 64 && sizeof(OpFunction) == 64, "line 1: the function alone");
+static_assert(offsetof(OpRecord, name) == 128 && offsetof(OpRecord, signals_fences) < 192, "line 2: the op's state");
+static_assert(offsetof(OpRecord, inline_uses) == 192 && sizeof(OpRecord::inline_uses) == 192, "lines 3-5: uses");
+static_assert(offsetof(OpRecord, holds) == 384 && offsetof(OpRecord, ticket) < 448, "line 6: the async holders");
+static_assert(offsetof(OpRecord, requirement) == 448, "cold lines after the hot ones");
+#pragma GCC diagnostic pop
 
 // A process-wide pool of op records with per-thread magazines (Bonwick's magazine allocator, reduced).
 //
@@ -144,6 +180,7 @@ struct OpRecord final : Task, OpNode {
 // kMagazine to the shared depot, and a thread that runs out takes one from it (or allocates kMagazine new records).
 // Pushing on one thread and completing on another so costs one depot lock per kMagazine ops, not one per op.
 //
+// Pooled records are linked through Task::next_ (a record in the pool is in no queue).
 // Thread safety: acquire()/release() from any thread. A thread's magazine goes back to the depot when it exits.
 // Records are never freed: the depot is immortal, so a thread exiting during static destruction is still safe.
 class RecordPool {

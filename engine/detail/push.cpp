@@ -57,7 +57,7 @@ bool publish(OpRecord* op) noexcept {
   }
   if (alive) {
     // + 1: our own grant, given after the unlocks; + 1 more for the wait fences, given when the last is reached.
-    op->reset_wait(static_cast<std::int32_t>(count) + 1 + (op->wait_fences.empty() ? 0 : 1));
+    op->reset_wait(static_cast<std::int32_t>(count) + 1 + (op->waits_fences ? 1 : 0));
     if (op->deletes_var) {
       VarState* var = state_of(uses[0]);
       // relaxed: under the lock, which every reader of generation that matters holds too.
@@ -91,8 +91,11 @@ OpRecord* EngineCore::record_for(Executor* executor, const PushOptions& options,
   OpRecord* op = RecordPool::acquire();
   op->prepare(this, executor, options.priority);
   op->place(options.context.device, options.context.stream_kind, options.context.stream);
-  if (!options.wait_fences.empty()) op->wait_fences = options.wait_fences;
-  if (!options.signal_fences.empty()) op->signal_fences = options.signal_fences;
+  op->waits_fences = !options.wait_fences.empty();
+  op->signals_fences = !options.signal_fences.empty();
+  if (has_streams_ || op->waits_fences || op->signals_fences) op->prepare_cold();
+  if (op->waits_fences) op->wait_fences = options.wait_fences;
+  if (op->signals_fences) op->signal_fences = options.signal_fences;
   op->name = options.name;
   op->async = async;
   op->no_skip = options.no_skip;
@@ -126,7 +129,7 @@ void EngineCore::submit_new(OpRecord* op, const char* api) {
     op->recycle();
     throw Error(std::string(api) + ": a variable of the op was deleted (DeleteVariable) and may not be used again");
   }
-  if (!op->wait_fences.empty()) arm_fence(op);  // before our grant: the op cannot run (and recycle) meanwhile
+  if (op->waits_fences) arm_fence(op);  // before our grant: the op cannot run (and recycle) meanwhile
   grant(op, nullptr);
 }
 

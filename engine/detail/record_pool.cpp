@@ -6,19 +6,19 @@
 namespace depengine::detail {
 namespace {
 
-// A singly linked stack of records, through OpRecord::pool_next.
+// A singly linked stack of records, through Task::next_ (unused while a record is in the pool).
 struct Stack {
   OpRecord* head = nullptr;
   int size = 0;
 
   void push(OpRecord* record) noexcept {
-    record->pool_next = head;
+    record->next_ = head;
     head = record;
     ++size;
   }
   OpRecord* pop() noexcept {
     OpRecord* record = head;
-    head = record->pool_next;
+    head = static_cast<OpRecord*>(record->next_);
     --size;
     return record;
   }

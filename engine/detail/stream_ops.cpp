@@ -75,7 +75,7 @@ bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry s
     }
   }
   op->issued_at = signal;
-  if (op->error == nullptr && !op->signal_fences.empty()) promise_fences(op);
+  if (op->error == nullptr && op->signals_fences) promise_fences(op);
   VarSignal issued;
   issued.insert_or_raise(signal.axis, signal.epoch);
   complete_uses(op, ready, &issued);

@@ -15,6 +15,14 @@ Var VarTable::make() {
   } else {
     var = &vars_.emplace_back();
     var->slot = static_cast<std::uint32_t>(vars_.size() - 1);
+    if (signals_) {
+      try {
+        var->carry_signals();
+      } catch (...) {  // out of memory: the slot stays unused, at the table's end
+        vars_.pop_back();
+        throw;
+      }
+    }
   }
   // relaxed: the slot is not shared yet; the handle reaches other threads through the user's own synchronisation.
   return Var(var, engine_id_, var->generation.load(std::memory_order_relaxed));

@@ -24,28 +24,35 @@ namespace depengine::detail {
 
 // One variable: its queue plus what the engine keeps beside it. The queue comes first so that a VarUse's VarQueue*
 // converts back with a static_cast (state_of).
-struct VarState : VarQueue {
+//
+// Layout: one cache line per variable. Its writers are the pushers and completers of its ops, all under the queue's
+// lock (the lock, the queue, the generation) or ordered by the queue (the error), so the lock and what it guards share
+// the line; two variables never do, so ops on different variables (the independent workload) trade no line.
+struct alignas(64) VarState : VarQueue {
   // Moves on when DeleteVariable is pushed; handles made earlier are dead. Written under the queue's lock (or while
   // the slot is free); relaxed loads elsewhere only detect misuse early.
   std::atomic<std::uint32_t> generation{0};
+  std::uint32_t slot = 0;  // its index in the table, for traces ("v<slot>"); immutable
   // The first error attached since the last clear. Ordered by the queue itself: written only by ops that mutate or
   // sync the variable (which run alone), read by any op that uses it (which runs after them).
   std::exception_ptr error;
   VarState* free_next = nullptr;  // guarded by VarTable::mutex_ while the slot is free
-  std::uint32_t slot = 0;         // its index in the table, for traces ("v<slot>")
 };
+static_assert(sizeof(VarState) == 64, "a variable is one cache line (see Layout above)");
 
 [[nodiscard]] inline VarState* state_of(const VarUse& use) noexcept { return static_cast<VarState*>(use.var); }
 
 class VarTable {
  public:
-  explicit VarTable(std::uint32_t engine_id) noexcept : engine_id_(engine_id) {}
+  // `signals`: the engine has a stream executor, so its variables' queues carry signals (var_queue.h).
+  VarTable(std::uint32_t engine_id, bool signals) noexcept : engine_id_(engine_id), signals_(signals) {}
   VarTable(const VarTable&) = delete;
   VarTable& operator=(const VarTable&) = delete;
 
   [[nodiscard]] std::uint32_t engine_id() const noexcept { return engine_id_; }
 
-  // A handle to a fresh variable (version 0, no error).
+  // A handle to a fresh variable (version 0, no error). Allocates when no slot is free (and, with signals, a slot's
+  // signals the first time it is used).
   [[nodiscard]] Var make();
   // A handle to `var` at `generation` (a use's tag), for the engine's own bookkeeping of poisoned variables.
   [[nodiscard]] Var handle(VarState* var, std::uint32_t generation) const noexcept {
@@ -60,6 +67,7 @@ class VarTable {
 
  private:
   const std::uint32_t engine_id_;  // never reused in the process (see Var)
+  const bool signals_;
   std::mutex mutex_;
   std::deque<VarState> vars_;  // guarded by mutex_ (growth); elements are owned by their users meanwhile
   VarState* free_ = nullptr;   // guarded by mutex_

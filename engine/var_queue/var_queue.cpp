@@ -33,11 +33,12 @@ void VarQueue::grant_front_reads(ReadyList& ready) noexcept {
 void VarQueue::complete(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept {
   lock_.lock();
   if (signal != nullptr) {
+    assert(signals_ != nullptr && "complete() with a signal on a queue without signals (carry_signals)");
     if (use.access == Access::kRead) {
-      if (!signal->empty()) reads_signal_.merge(*signal);
+      if (!signal->empty()) signals_->reads.merge(*signal);
     } else {
-      write_signal_ = *signal;
-      reads_signal_.clear();
+      signals_->write = *signal;
+      signals_->reads.clear();
     }
   }
   if (use.access == Access::kRead) {

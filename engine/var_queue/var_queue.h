@@ -31,21 +31,25 @@
 // Signals (docs/architecture.md §3). A stream op releases its uses when it is issued, long before its device work
 // completes, so each release may carry a signal: the (axis, epoch) entries that a later user must wait for on the
 // device or on the tracker. The queue keeps two, updated under lock_ by complete():
-//   - write_signal(): the signal of the last exclusive use (write or sync). Every later use must wait for it.
-//   - reads_signal(): the merged signals of the reads released since then. The next exclusive use waits for them too.
-// A read that is granted reads write_signal(); an exclusive use reads both (wait_signal() merges what applies). Both
+//   - the write signal: the signal of the last exclusive use (write or sync). Every later use must wait for it.
+//   - the reads signal: the merged signals of the reads released since then. The next exclusive use waits for them.
+// A read that is granted reads the write signal; an exclusive use reads both (merge_wait_signal()). Both
 // reads happen after the grant without the lock: the signals change only when an exclusive use completes, which
 // cannot happen while an earlier-granted use is still outstanding, and the grant carries the writes to the reader.
 // An exclusive use that releases with an empty signal (a CPU op, which ran after everything it waited for had
-// completed) clears both. Signals are never written when an engine has no stream executor (complete() gets nullptr).
+// completed) clears both. Signals are never written when an engine has no stream executor (complete() gets nullptr), so
+// they live out of line (two wait frontiers, some 530 bytes), allocated by carry_signals() only for engines that have
+// one: a CPU-only engine's queue is five words, and the engine keeps a variable on one cache line.
 //
 // Thread safety: lock()/append_locked() by pushing threads, complete() by completing threads, concurrently.
 // Cost: one spinlock acquisition per append and per completion, O(1) work plus one grant per op it releases.
-// No allocation.
+// No allocation, except carry_signals() once per queue.
 #pragma once
 
 #include <atomic>
+#include <cassert>
 #include <cstdint>
+#include <memory>
 
 #include "engine/frontier/frontier.h"
 #include "engine/var_queue/op_node.h"
@@ -77,11 +81,18 @@ class VarQueue {
   // wait for (see Signals above). Takes the lock. `use` must be granted and not yet completed.
   void complete(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;
 
-  // Merges into `out` what a granted `use` must wait for: write_signal(), and for an exclusive use reads_signal().
-  // Call only between the use's grant and its completion (see Signals above).
+  // Makes the queue keep signals (see Signals above): required before the first complete() with a signal. Call while
+  // the queue is not shared (the engine does when it makes the variable); kept across reset_idle(). Allocates once.
+  void carry_signals() {
+    if (signals_ == nullptr) signals_ = std::make_unique<Signals>();
+  }
+
+  // Merges into `out` what a granted `use` must wait for: the write signal, and for an exclusive use the reads signal.
+  // Call only between the use's grant and its completion (see Signals above), on a queue that carries signals.
   void merge_wait_signal(const VarUse& use, VarSignal& out) const noexcept {
-    if (!write_signal_.empty()) out.merge(write_signal_);
-    if (use.access != Access::kRead && !reads_signal_.empty()) out.merge(reads_signal_);
+    assert(signals_ != nullptr && "merge_wait_signal on a queue without signals (carry_signals)");
+    if (!signals_->write.empty()) out.merge(signals_->write);
+    if (use.access != Access::kRead && !signals_->reads.empty()) out.merge(signals_->reads);
   }
 
   // The number of completed mutations (Access::kWrite). Any thread. Exact when read by an op that uses the variable
@@ -100,8 +111,7 @@ class VarQueue {
     // relaxed: the queue is quiescent; whoever receives it next is handed it through the engine's variable-table
     // mutex, which orders this store before their first use.
     version_.store(0, std::memory_order_relaxed);
-    write_signal_.clear();
-    reads_signal_.clear();
+    if (signals_ != nullptr) *signals_ = Signals{};
   }
 
  private:
@@ -115,9 +125,12 @@ class VarQueue {
   VarUse* head_ = nullptr;          // first waiting use; if non-null it is a write or sync use
   VarUse* tail_ = nullptr;
   std::atomic<std::uint64_t> version_{0};  // written under lock_, read lock-free
-  // See Signals above: written under lock_ by complete(), read by granted users.
-  VarSignal write_signal_;
-  VarSignal reads_signal_;
+  // See Signals above: written under lock_ by complete(), read by granted users. Null while the queue carries none.
+  struct Signals {
+    VarSignal write;  // the last exclusive use's
+    VarSignal reads;  // merged, of the reads released since
+  };
+  std::unique_ptr<Signals> signals_;
 };
 
 }  // namespace depengine

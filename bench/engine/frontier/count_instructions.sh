@@ -16,28 +16,14 @@ k1=1000
 k2=11000
 ops=(loop copy merge-same-axes merge-same-in-place merge-interleaved dominates compare undominated insert_or_raise)
 
-if ! command -v valgrind > /dev/null; then
-  echo "count_instructions.sh: valgrind is not installed" >&2
-  exit 1
-fi
-if [[ ! -x $bench ]]; then
-  echo "count_instructions.sh: no benchmark binary at $bench (build the bench_frontier target)" >&2
-  exit 1
-fi
-
-# Instructions collected inside run_iterations for `$1` iterations of op `$2`.
-collected() {
-  local out
-  out=$(valgrind --tool=callgrind --callgrind-out-file=/dev/null --toggle-collect='*run_iterations*' \
-    "$bench" --count "$2" "$1" 2>&1)
-  sed -n 's/.*Collected : \([0-9][0-9]*\).*/\1/p' <<< "$out"
-}
+source "$(dirname "$0")/../../common/callgrind.sh"
+require_bench count_instructions.sh "$bench"
 
 printf '%-20s %12s %12s %12s %14s\n' op "Ir(K=$k1)" "Ir(K=$k2)" "Ir/iteration" "Ir/op - loop"
 loop_cost=""
 for op in "${ops[@]}"; do
-  i1=$(collected "$k1" "$op")
-  i2=$(collected "$k2" "$op")
+  i1=$(collected run_iterations "$bench" --count "$op" "$k1")
+  i2=$(collected run_iterations "$bench" --count "$op" "$k2")
   if [[ -z $i1 || -z $i2 ]]; then
     echo "count_instructions.sh: callgrind reported no count for $op" >&2
     exit 1

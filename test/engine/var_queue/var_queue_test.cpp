@@ -84,6 +84,7 @@ TEST_CASE("VarQueue signals: readers wait for the last write, a writer for it an
   const Axis b = Axis::make(0, 0, AxisDomain::kQueue, 902);
   const Axis c = Axis::make(0, 0, AxisDomain::kQueue, 903);
   VarQueue q;
+  q.carry_signals();
   TestOp w1{{&q, Access::kWrite}}, r1{{&q, Access::kRead}}, r2{{&q, Access::kRead}}, w2{{&q, Access::kWrite}},
       r3{{&q, Access::kRead}}, w3{{&q, Access::kWrite}}, r4{{&q, Access::kRead}};
   REQUIRE(w1.push());
@@ -112,6 +113,7 @@ TEST_CASE("VarQueue signals: readers wait for the last write, a writer for it an
 
 TEST_CASE("VarQueue: a recycled idle queue forgets its signals", "[var_queue]") {
   VarQueue q;
+  q.carry_signals();
   TestOp w{{&q, Access::kWrite}}, r{{&q, Access::kRead}};
   REQUIRE(w.push());
   complete_with(w.uses[0], VarSignal{{Axis::make(0, 0, AxisDomain::kQueue, 904), 1}});
