@@ -145,11 +145,13 @@ TEST_CASE("ops may push ops, which order after them on the variables they share"
 }
 
 // Two executors in one engine: context.executor picks where each op runs, and a chain that alternates between them
-// keeps its order, whichever executor makes whose successor ready.
+// keeps its order, whichever executor makes whose successor ready. With a stream executor, its successors on the CPU
+// executor wait for its ops to complete, and its own successors are issued behind the CPU ops they follow.
 TEST_CASE("one engine with two executors: successors cross between them", "[engine][concurrency][mixed]") {
   const int ops = static_cast<int>(sized(6000, 400, 1500));
   const std::vector<std::vector<ExecutorFactory>> mixes{{threadpool_factory(2), inline_factory()},
-                                                        {inline_factory(), threadpool_factory(1)}};
+                                                        {inline_factory(), threadpool_factory(1)},
+                                                        {threadpool_factory(2), host_stream_factory()}};
   for (const auto& mix_of : mixes) {
     DYNAMIC_SECTION(mix_of[0].name + "+" + mix_of[1].name) {
       Watchdog watchdog("mixed executors " + mix_of[0].name + "+" + mix_of[1].name);
@@ -158,6 +160,11 @@ TEST_CASE("one engine with two executors: successors cross between them", "[engi
       Executor* const executors[] = {&engine.executor(0), &engine.executor(1)};
       CHECK(executors[0] != executors[1]);
       const Var chain = engine.NewVariable(), fan = engine.NewVariable();
+      for (std::uint32_t e = 0; e < 2; ++e) {  // its async links below are pushed with Push
+        PushOptions on;
+        on.context.executor = e;
+        if (!mix_of[e].takes_async) check_async_refused(engine, fan, on);
+      }
       std::uint64_t value = 0, expected = 0;
       std::uint64_t last_read = 0;  // written by the readers, which fan orders
       std::atomic<int> wrong_executor{0};
@@ -181,15 +188,24 @@ TEST_CASE("one engine with two executors: successors cross between them", "[engi
             expected = mix(expected, step);
             break;
           case 1:  // an async link, completed from another thread: its successor may be on either executor
-            engine.PushAsync(
-                [&value, &completer, check, step](const RunContext& context, Completion done) {
-                  check(context);
-                  completer.post([&value, step, done] {
+            if (mix_of[options.context.executor].takes_async) {
+              engine.PushAsync(
+                  [&value, &completer, check, step](const RunContext& context, Completion done) {
+                    check(context);
+                    completer.post([&value, step, done] {
+                      value = mix(value, step);
+                      done();
+                    });
+                  },
+                  {}, {chain}, options);
+            } else {  // a synchronous link instead (executor_factories.h, takes_async)
+              engine.Push(
+                  [&value, check, step](const RunContext& context) {
+                    check(context);
                     value = mix(value, step);
-                    done();
-                  });
-                },
-                {}, {chain}, options);
+                  },
+                  {}, {chain}, options);
+            }
             expected = mix(expected, step);
             break;
           default:  // a reader of the chain, writing another variable

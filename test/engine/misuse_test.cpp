@@ -114,11 +114,58 @@ TEST_CASE("an unknown executor index is rejected", "[engine][misuse]") {
   }
 }
 
+// executor_factories.h, takes_async: an executor that takes async ops says so by not issuing ahead, and runs them;
+// one that does not (a stream executor) refuses PushAsync with an Error that says why, before anything is pushed.
+TEST_CASE("PushAsync is taken, or refused with Error and nothing pushed, as the executor says",
+          "[engine][misuse][async]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("PushAsync taken or refused on " + factory.name);
+      Engine engine(factory.options());
+      CHECK(engine.executor(0).issues_ahead() == !factory.takes_async);
+      const Var v = engine.NewVariable();
+      std::atomic<int> ran{0};
+      auto push_async = [&] {
+        engine.PushAsync(
+            [&ran](Completion done) {
+              ran.fetch_add(1, std::memory_order_relaxed);
+              done();
+            },
+            {}, {v});
+      };
+      if (factory.takes_async) {
+        push_async();
+        engine.WaitForVar(v);
+        CHECK(ran.load() == 1);
+        CHECK(engine.Version(v) == 1);
+      } else {
+        CHECK_THROWS_WITH(push_async(), Catch::Contains("PushAsync") && Catch::Contains("a stream executor") &&
+                                            Catch::Contains("push with Push"));
+        // Nothing was pushed: v is idle at version 0, and a wait finds nothing to wait for.
+        CHECK(engine.InFlight() == 0);
+        engine.WaitForVar(v);
+        engine.WaitForAll();
+        CHECK(ran.load() == 0);
+        CHECK(engine.Version(v) == 0);
+        // The engine and v are still usable.
+        engine.Push([&ran] { ran.fetch_add(1, std::memory_order_relaxed); }, {}, {v});
+        engine.WaitForVar(v);
+        CHECK(ran.load() == 1);
+        CHECK(engine.Version(v) == 1);
+      }
+    }
+  }
+}
+
 TEST_CASE("a completion called twice throws Error and changes nothing", "[engine][misuse]") {
   for (const auto& factory : executor_factories()) {
     DYNAMIC_SECTION(factory.name) {
       Watchdog watchdog("double completion on " + factory.name);
       Engine engine(factory.options());
+      if (!factory.takes_async) {  // no Completion to call
+        check_async_refused(engine, engine.NewVariable());
+        continue;
+      }
       const Var v = engine.NewVariable();
       std::optional<Completion> kept;
       bool second_call_threw = false;
@@ -146,7 +193,7 @@ TEST_CASE("a completion called twice throws Error and changes nothing", "[engine
       // complete none of them.
       std::vector<std::unique_ptr<HeldOp>> held;
       for (int i = 0; i < 8; ++i) held.push_back(std::make_unique<HeldOp>(engine, VarList{}, VarList{v}));
-      REQUIRE(wait_until([&] { return held.front()->started(); }));
+      REQUIRE(wait_until([&] { return held.front()->holding(); }));
       CHECK_THROWS_AS((*kept)(), Error);
       CHECK_THROWS_AS((*kept)(std::make_exception_ptr(OpFailure(1))), Error);
       CHECK(engine.Version(v) == 1);
@@ -164,6 +211,10 @@ TEST_CASE("of two threads completing the same op at once, exactly one succeeds",
     DYNAMIC_SECTION(factory.name) {
       Watchdog watchdog("racing completions on " + factory.name);
       Engine engine(factory.options());
+      if (!factory.takes_async) {  // no Completion to call
+        check_async_refused(engine, engine.NewVariable());
+        continue;
+      }
       const Var v = engine.NewVariable();
       std::atomic<int> successor_runs{0}, errors{0}, successes{0};
       for (int r = 0; r < rounds; ++r) {

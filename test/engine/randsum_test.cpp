@@ -1,13 +1,15 @@
 // A randomized oracle in the spirit of MXNet's RandSumExpr test: N variables, M ops that each read a random set of
 // variables and mutate one or more, with bodies that fold what they read into what they write (so any misordering
 // changes the answer). Run with 1, 2 and 4 threads pushing at once, some ops asynchronous with their work and
-// completion on other threads, random priorities, on every executor and on a mix of two executors in one engine.
+// completion on other threads (on executors that take async ops), random priorities, on every executor and on mixes
+// of two executors in one engine.
 //
 // One pusher: the values must equal serial execution in push order, bit for bit. Several pushers share variables,
 // so the engine chooses the order: the ops record what they observed, order_oracle.h rebuilds the total order that
 // implies (failing if none exists), and a serial replay in that order must reproduce every value bit for bit.
 //
 // Seeds: DEPENGINE_TEST_SEED reruns one; DEPENGINE_TEST_REPEAT sets how many fresh ones (default 3).
+#include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <functional>
@@ -34,8 +36,10 @@ struct Workload {
 };
 
 // Pusher p's ops use the shared variables and its own private ones, so that some ops of different pushers are
-// independent and others contend.
-Workload generate(std::uint64_t seed, int pushers, std::size_t ops_per_pusher, std::uint32_t executors) {
+// independent and others contend. takes_async[i]: whether executor i takes async ops (executor_factories.h); an op
+// drawn async for one that does not is pushed with Push, the draws staying the same.
+Workload generate(std::uint64_t seed, int pushers, std::size_t ops_per_pusher, const std::vector<bool>& takes_async) {
+  const auto executors = static_cast<std::uint32_t>(takes_async.size());
   std::mt19937_64 rng(seed);
   Workload workload;
   workload.num_vars = kSharedVars + kPrivateVars * static_cast<std::uint32_t>(pushers);
@@ -58,6 +62,7 @@ Workload generate(std::uint64_t seed, int pushers, std::size_t ops_per_pusher, s
       op.async = rng() % 4 == 0;
       op.priority = rng() % 4 == 0 ? static_cast<std::int32_t>(rng() % 5) - 2 : 0;
       op.executor = static_cast<std::uint32_t>(rng() % executors);
+      op.async = op.async && takes_async[op.executor];
       program.push_back(std::move(op));
     }
   }
@@ -145,13 +150,13 @@ Outcome run_on_engine(const std::function<EngineOptions()>& make_options, const 
 }
 
 void check_workload(const std::string& config, const std::function<EngineOptions()>& make_options,
-                    std::uint32_t executors, int pushers, std::uint64_t seed, std::size_t ops_per_pusher) {
+                    const std::vector<bool>& takes_async, int pushers, std::uint64_t seed, std::size_t ops_per_pusher) {
   std::ostringstream where;
   where << config << ", " << pushers << " pushers, DEPENGINE_TEST_SEED=" << seed;
   INFO(where.str());
   Watchdog watchdog("RandSum", hang_limit());
   watchdog.note(where.str());
-  const Workload workload = generate(seed, pushers, ops_per_pusher, executors);
+  const Workload workload = generate(seed, pushers, ops_per_pusher, takes_async);
   const Outcome outcome = run_on_engine(make_options, workload, seed);
   REQUIRE(outcome.order_failure.empty());
 
@@ -183,7 +188,7 @@ TEST_CASE("RandSum: results equal a serial execution, with 1, 2 and 4 pushers", 
       for (int pushers : {1, 2, 4}) {
         for (std::uint64_t seed : seeds) {
           check_workload(
-              factory.name, [&factory] { return factory.options(); }, 1, pushers, seed,
+              factory.name, [&factory] { return factory.options(); }, {factory.takes_async}, pushers, seed,
               total_ops / static_cast<std::size_t>(pushers));
         }
       }
@@ -194,16 +199,20 @@ TEST_CASE("RandSum: results equal a serial execution, with 1, 2 and 4 pushers", 
 TEST_CASE("RandSum on a mix of executors in one engine", "[engine][randsum][mixed]") {
   const std::size_t total_ops = sized(8000, 500, 2000);
   const auto seeds = test_seeds();
+  // The last mix makes stream ops and CPU ops depend on each other both ways (two-level readiness).
   const std::vector<std::vector<ExecutorFactory>> mixes{{threadpool_factory(2), inline_factory()},
-                                                        {inline_factory(), threadpool_factory(1)}};
+                                                        {inline_factory(), threadpool_factory(1)},
+                                                        {threadpool_factory(2), host_stream_factory()}};
   for (const auto& mix_of : mixes) {
     const std::string name = mix_of[0].name + "+" + mix_of[1].name;
+    // Fewer ops where they cost more (executor_factories.h, op_cost): CPU ops there wait for stream ops' completions.
+    const std::size_t mix_ops = total_ops / std::max(mix_of[0].op_cost, mix_of[1].op_cost);
     DYNAMIC_SECTION(name) {
       for (int pushers : {1, 2, 4}) {
         for (std::uint64_t seed : seeds) {
           check_workload(
-              name, [&mix_of] { return mixed_options(mix_of); }, 2, pushers, seed,
-              total_ops / static_cast<std::size_t>(pushers));
+              name, [&mix_of] { return mixed_options(mix_of); }, {mix_of[0].takes_async, mix_of[1].takes_async},
+              pushers, seed, mix_ops / static_cast<std::size_t>(pushers));
         }
       }
     }

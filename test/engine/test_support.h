@@ -26,32 +26,53 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/fence.h"
+#include "engine/frontier/timeline.h"
 #include "test/test_support.h"
 
 namespace depengine::test {
 
-// An asynchronous op held open: pushed with PushAsync, it keeps its Completion until release() calls it. Everything
-// queued behind it waits, on every executor, and no thread blocks meanwhile.
+// An op held open: everything queued behind it on what it uses waits, on every executor, until release(); no thread
+// blocks meanwhile. On an executor that takes async ops it is pushed with PushAsync and keeps its Completion until
+// release() calls it. A stream executor refuses PushAsync (executor_factories.h, takes_async), and it releases an op's
+// variables when it issues the op, so the op cannot be held once its function has run: there it is pushed with Push
+// behind a wait fence on a timeline of its own, which release() signals (or fails, with the error).
 class HeldOp {
  public:
   HeldOp(Engine& engine, VarList reads, VarList mutates, const PushOptions& options = {})
       : state_(std::make_shared<State>()) {
-    engine.PushAsync(
-        [state = state_](Completion done) {
-          state->done.emplace(done);
-          // release: pairs with the acquire in started(), publishing `done`.
-          state->started.store(true, std::memory_order_release);
-        },
-        reads, mutates, options);
+    // The engine refuses PushAsync exactly for the executors that issue ahead (engine_core.cpp, make_record).
+    if (!engine.executor(options.context.executor).issues_ahead()) {
+      engine.PushAsync(
+          [state = state_](Completion done) {
+            state->done.emplace(done);
+            // release: pairs with the acquire in holding(), publishing `done`.
+            state->started.store(true, std::memory_order_release);
+          },
+          reads, mutates, options);
+      return;
+    }
+    state_->fenced = true;
+    PushOptions fenced = options;
+    fenced.wait_fences = {{&state_->gate, 1}};
+    // The function keeps the state (and so the timeline it waits on) alive until the op has run.
+    engine.Push([state = state_] {}, reads, mutates, fenced);
   }
 
-  // Whether the op's function has run (so the op holds what it uses and waits for release()).
-  [[nodiscard]] bool started() const { return state_->started.load(std::memory_order_acquire); }
+  // Whether the op holds what it uses and waits for release(): its function has run (async), or it has been pushed
+  // (held by its fence, its function runs after release()).
+  [[nodiscard]] bool holding() const { return state_->fenced || state_->started.load(std::memory_order_acquire); }
 
-  // Completes the op (with `error`, if given) once its function has run. Returns false if it never ran within
-  // meet_limit() (an engine bug, or a test that held an op behind a poisoned variable, which is skipped).
+  // Completes the op (with `error`, if given) once it holds what it uses. Returns false if it never did within
+  // meet_limit() (an engine bug, or a test that held an op behind a poisoned variable, which is skipped). A fenced op
+  // then runs, or with an error is skipped, passing the error on to what it mutates as a failed op would.
   [[nodiscard]] bool release(std::exception_ptr error = nullptr) {
-    if (!wait_until([this] { return started(); })) return false;
+    if (!wait_until([this] { return holding(); })) return false;
+    if (state_->fenced) {
+      if (error != nullptr) return state_->gate.fail(std::move(error));
+      state_->gate.signal(1, {});
+      return true;
+    }
     (*state_->done)(std::move(error));
     return true;
   }
@@ -60,6 +81,8 @@ class HeldOp {
   struct State {
     std::optional<Completion> done;  // written by the op's function before `started`
     std::atomic<bool> started{false};
+    bool fenced = false;  // held by `gate` (set before the push, then immutable)
+    Timeline gate;        // the fenced op waits for it to reach 1
   };
   std::shared_ptr<State> state_;
 };
