@@ -79,19 +79,15 @@ void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
     return;
   }
   // A thread of the user's own. Once leave() retires the op, shutdown() may find nothing in flight while this thread
-  // still reads the engine (leave()'s wake check, the submits below), so it announces itself; shutdown() waits for
-  // every such thread to be gone before the engine is freed. Pool and inline threads need no such count: their
-  // executors' stop() waits for them.
-  // relaxed: the retire in leave() (seq_cst) publishes this increment to shutdown()'s seq_cst read of the counts.
-  foreign_completers_.fetch_add(1, std::memory_order_relaxed);
+  // still reads the engine (leave()'s wake check, the submits below): see ForeignThread. Pool and inline threads need
+  // no such count: their executors' stop() waits for them.
+  const ForeignThread foreign(*this);
   TaskList ready;
   signal_fences(op, op->error);
   complete_uses(op, ready, ran_signal());
   in_flight_.leave();
   while (Task* task = ready.pop_front()) task->executor()->submit(*task);
   release_hold(op);  // op records are never freed (op_record.h), so this touches no engine memory
-  // release: pairs with the acquire in shutdown(); this thread's last access to the engine.
-  foreign_completers_.fetch_sub(1, std::memory_order_release);
 }
 
 void EngineCore::release_hold(OpRecord* op) noexcept {

@@ -51,10 +51,10 @@ EngineCore::~EngineCore() = default;
 
 void EngineCore::shutdown() noexcept {
   in_flight_.wait_for_zero();
-  // acquire: pairs with the release decrement at the end of complete_async(); once it reads 0, every thread that
-  // completed an op from outside is done with the engine. The wait is a few instructions long (the tail of a
-  // completion), so it yields rather than sleeps.
-  while (foreign_completers_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  // acquire: pairs with the release decrement of ~ForeignThread; once it reads 0, every thread that completed or
+  // released an op from outside is done with the engine. The wait is short (the tail of a completion or of an
+  // executor's submit), so it yields rather than sleeps.
+  while (foreign_threads_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   errors_.report_unreported();
   if (trace_.on()) {
     try {

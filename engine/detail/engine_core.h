@@ -146,9 +146,30 @@ class EngineCore final : public ExecutorHost {
   EngineTrace trace_;
   ErrorLog errors_;
   InFlight in_flight_;
-  // Threads of the user's own inside complete_async(); shutdown() frees nothing while one is (see complete_async()).
-  // Written by those threads only, on a line of its own.
-  alignas(64) std::atomic<std::uint32_t> foreign_completers_{0};
+  // Threads that are not running an op of this engine and are inside it on an op's behalf: a user's thread completing
+  // an async op (complete_async) or reaching an op's wait fence (fence_done), a stream executor's completion thread
+  // raising a fence. Such a thread may run or retire the op and still be inside the engine or an executor afterwards,
+  // so shutdown() frees nothing until none is. Written by those threads only, on a line of its own.
+  alignas(64) std::atomic<std::uint32_t> foreign_threads_{0};
+
+  // Counts the calling thread in foreign_threads_ for its lifetime.
+  class ForeignThread {
+   public:
+    explicit ForeignThread(EngineCore& engine) noexcept : engine_(engine) {
+      // relaxed: whatever this thread then retires publishes the increment: the retire in leave() is seq_cst, and
+      // shutdown() reads the counts with seq_cst before it reads foreign_threads_.
+      engine_.foreign_threads_.fetch_add(1, std::memory_order_relaxed);
+    }
+    ~ForeignThread() {
+      // release: pairs with the acquire in shutdown(); this thread's last access to the engine.
+      engine_.foreign_threads_.fetch_sub(1, std::memory_order_release);
+    }
+    ForeignThread(const ForeignThread&) = delete;
+    ForeignThread& operator=(const ForeignThread&) = delete;
+
+   private:
+    EngineCore& engine_;
+  };
 };
 
 }  // namespace depengine::detail

@@ -42,7 +42,15 @@ void EngineCore::fence_done(TimelineWaiter& waiter, const TimelineWaitResult& re
   // Signalled from inside a running op of this engine (its completion, most often): the op joins that executor's ready
   // list, so a chain of ops ordered by fences runs in the executor's loop instead of nesting callbacks (the inline
   // executor would otherwise run each op inside its predecessor's signal).
-  engine->grant(op, t_running.engine == engine ? t_running.ready : nullptr);
+  if (t_running.engine == engine) {
+    engine->grant(op, t_running.ready);
+    return;
+  }
+  // Any other thread (the user's own, a stream executor's completion thread) may run or issue the op right here, and
+  // it can retire while this thread is still inside the engine or its executor (leave()'s wake check, the executor's
+  // submit): it is counted as complete_async() counts a user's completing thread, so shutdown() frees nothing first.
+  ForeignThread foreign(*engine);
+  engine->grant(op, nullptr);
 }
 
 // A stream op has been issued: its signal fences are promised to this engine's waiters, with what must complete
