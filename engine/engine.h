@@ -36,7 +36,8 @@
 //   (engine/fence.h): an op runs once its wait fences are reached and raises its signal fences when it completes (or
 //   fails them with its error). An op whose wait fence is never reached stays in flight, like an unfinished
 //   Completion.
-// - Shutdown. ~Engine() waits for every pushed op to complete. An error no wait reported is written to stderr.
+// - Shutdown. ~Engine() waits for every pushed op to complete, then calls the functions registered with AtShutdown,
+//   then stops the executors. An error no wait reported is written to stderr.
 // - Traces. StartTrace(path), or the environment variable DEPENGINE_TRACE=path when an engine is made, records every
 //   op pushed from then on; StopTrace(), or ~Engine(), writes a Chrome trace-event JSON file (Perfetto,
 //   chrome://tracing): a lane per host thread and per stream, a slice per op with its name and variables, an arrow
@@ -55,6 +56,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <utility>
@@ -64,6 +66,7 @@
 #include "engine/errors.h"
 #include "engine/push_options.h"
 #include "engine/run_context.h"
+#include "engine/shutdown_hook.h"
 #include "engine/var.h"
 #include "executors/executor.h"
 
@@ -157,6 +160,11 @@ class Engine {
 
   // The executor at `index` of EngineOptions::executors. Throws Error if out of range.
   [[nodiscard]] Executor& executor(std::uint32_t index) const;
+
+  // Registers `fn` to be called once when the engine is destroyed, after every op has completed and before the
+  // executors stop, unless the returned hook is cancelled (or destroyed) first: see shutdown_hook.h. For objects that
+  // hold what the engine's executors own and may outlive the engine (Buffers).
+  [[nodiscard]] ShutdownHook AtShutdown(std::function<void()> fn);
 
   // See Traces above. StartTrace throws Error if a trace is already on. StopTrace waits for every op in flight (as
   // WaitForAll does, without rethrowing errors), then writes the file; it throws Error if no trace is on, if the

@@ -55,6 +55,7 @@ void EngineCore::shutdown() noexcept {
   // released an op from outside is done with the engine. The wait is short (the tail of a completion or of an
   // executor's submit), so it yields rather than sleeps.
   while (foreign_threads_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  call_hooks();
   errors_.report_unreported();
   if (trace_.on()) {
     try {
@@ -64,6 +65,38 @@ void EngineCore::shutdown() noexcept {
     }
   }
   for (const auto& executor : executors_) executor->stop();
+}
+
+ShutdownHook EngineCore::at_shutdown(std::function<void()> fn) {
+  auto state = std::make_shared<ShutdownHook::State>();
+  state->fn = std::move(fn);
+  std::lock_guard lock(hooks_mutex_);
+  // A state the engine alone holds belongs to a hook destroyed (cancelled) since: drop it.
+  std::erase_if(hooks_, [](const std::shared_ptr<ShutdownHook::State>& hook) { return hook.use_count() == 1; });
+  hooks_.push_back(state);
+  return ShutdownHook(std::move(state));
+}
+
+// Calls every hook not cancelled, each under its own mutex (a cancel() meanwhile waits for the call to return).
+void EngineCore::call_hooks() noexcept {
+  std::vector<std::shared_ptr<ShutdownHook::State>> hooks;
+  {
+    std::lock_guard lock(hooks_mutex_);
+    hooks.swap(hooks_);
+  }
+  for (const auto& hook : hooks) {
+    std::lock_guard lock(hook->mutex);
+    if (hook->done) continue;
+    hook->done = true;
+    try {
+      hook->fn();
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "depengine: a shutdown hook threw: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "depengine: a shutdown hook threw an exception not derived from std::exception\n");
+    }
+    hook->fn = nullptr;
+  }
 }
 
 Executor& EngineCore::executor_at(std::uint32_t index) const {

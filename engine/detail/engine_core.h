@@ -35,7 +35,9 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -79,8 +81,10 @@ class EngineCore final : public ExecutorHost {
   // then writes the file, and throws Error if no trace is on or the file cannot be written.
   void start_trace(std::string path) { trace_.start(std::move(path)); }
   void stop_trace();
-  // Waits for every op, reports an unreported error to stderr, writes a trace that is on, and stops the executors.
+  // Waits for every op, calls the shutdown hooks, reports an unreported error to stderr, writes a trace that is on,
+  // and stops the executors.
   void shutdown() noexcept;
+  [[nodiscard]] ShutdownHook at_shutdown(std::function<void()> fn);
 
   // completion.cpp: ExecutorHost::execute, and the completion of async ops.
   void execute(Task& task, int worker, TaskList& ready) noexcept override;
@@ -132,6 +136,9 @@ class EngineCore final : public ExecutorHost {
   // waits.cpp
   void forbid_inside_op(const char* api) const;
 
+  // engine_core.cpp
+  void call_hooks() noexcept;
+
   // Immutable after construction.
   std::vector<std::unique_ptr<Executor>> executors_;
   // Runs engine-internal ops (waits, error clearing) on the thread that makes them ready. They are tiny, and they
@@ -146,6 +153,10 @@ class EngineCore final : public ExecutorHost {
   EngineTrace trace_;
   ErrorLog errors_;
   InFlight in_flight_;
+  // Engine::AtShutdown. The engine's share of each hook; those whose handle is gone are dropped at the next
+  // registration.
+  std::mutex hooks_mutex_;
+  std::vector<std::shared_ptr<ShutdownHook::State>> hooks_;  // guarded by hooks_mutex_
   // Threads that are not running an op of this engine and are inside it on an op's behalf: a user's thread completing
   // an async op (complete_async) or reaching an op's wait fence (fence_done), a stream executor's completion thread
   // raising a fence. Such a thread may run or retire the op and still be inside the engine or an executor afterwards,

@@ -1,5 +1,6 @@
 #include "memory/buffers/buffer.h"
 
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -36,7 +37,7 @@ void Buffer::Reservation::granted(ReserveWaiter& self, const PoolBlock& block, c
 }
 
 Buffers::Buffers(Engine& engine, std::uint32_t executor, BuffersOptions options)
-    : engine_(engine),
+    : engine_(&engine),
       executor_index_(executor),
       executor_(stream_executor_at(engine, executor)),
       alignment_(options.alignment),
@@ -50,24 +51,66 @@ Buffers::Buffers(Engine& engine, std::uint32_t executor, BuffersOptions options)
     if (bounded_) order_.push_back(engine.NewVariable());
     pools_.push_back(std::make_unique<MemoryPool>(std::make_unique<HostBlockSource>(),
                                                   MemoryPoolOptions{.name = "host", .limit = options.limit}));
-    return;
+  } else {
+    for (std::uint32_t device = 0; device < executor_->devices(); ++device) {
+      if (bounded_) order_.push_back(engine.NewVariable());
+      pools_.push_back(std::make_unique<MemoryPool>(
+          std::make_unique<DeviceBlockSource>(executor_->backend(), static_cast<int>(device)),
+          MemoryPoolOptions{.name = "device " + std::to_string(device),
+                            .limit = options.limit,
+                            .max_fence_waits = options.max_fence_waits,
+                            .tracker = &executor_->tracker()}));
+    }
   }
-  for (std::uint32_t device = 0; device < executor_->devices(); ++device) {
-    if (bounded_) order_.push_back(engine.NewVariable());
-    pools_.push_back(std::make_unique<MemoryPool>(
-        std::make_unique<DeviceBlockSource>(executor_->backend(), static_cast<int>(device)),
-        MemoryPoolOptions{.name = "device " + std::to_string(device),
-                          .limit = options.limit,
-                          .max_fence_waits = options.max_fence_waits,
-                          .tracker = &executor_->tracker()}));
-  }
+  hook_ = engine.AtShutdown([this] { release(); });  // last: nothing after it can throw
 }
 
 Buffers::~Buffers() {
-  for (const Var& order : order_) engine_.DeleteVariable(order);
+  // True: the engine has not begun calling release() (and now never will), so it is alive.
+  if (!hook_.cancel()) return;  // the engine released the pools at its shutdown
+  for (const Var& order : order_) {
+    try {
+      engine_->DeleteVariable(order);
+    } catch (const std::exception& e) {  // not reachable: the order variables are ours and alive; a leak, not a crash
+      std::fprintf(stderr, "depengine: ~Buffers: %s\n", e.what());
+    }
+  }
+  wait_for_ops();
+}
+
+Buffers::OpToken::OpToken(Buffers& owner) noexcept : owner_(&owner) {
+  std::lock_guard lock(owner.ops_mutex_);
+  ++owner.ops_;
+}
+
+Buffers::OpToken::~OpToken() {
+  if (owner_ == nullptr) return;  // moved from
+  // Under the mutex to the end: the waiter frees the Buffers as soon as it sees the count at zero, which it can only
+  // read once this thread has unlocked, its last access.
+  std::lock_guard lock(owner_->ops_mutex_);
+  if (--owner_->ops_ == 0) owner_->ops_done_.notify_all();
+}
+
+void Buffers::wait_for_ops() noexcept {
+  std::unique_lock lock(ops_mutex_);
+  ops_done_.wait(lock, [this] { return ops_ == 0; });
+}
+
+// The engine is being destroyed: every op has completed, and the executors (and the device memory they own) are still
+// there. An op's function, and so its token, is destroyed just after the op retires, so the wait here is short.
+void Buffers::release() noexcept {
+  wait_for_ops();
+  pools_.clear();
+  engine_ = nullptr;
+}
+
+Engine& Buffers::engine() const {
+  if (engine_ == nullptr) throw Error("Buffers: its engine has been destroyed");
+  return *engine_;
 }
 
 MemoryPool& Buffers::pool(std::uint32_t device) const {
+  (void)engine();  // throws once the engine, and the pools with it, are gone
   if (device >= pools_.size()) {
     throw Error("Buffers: device " + std::to_string(device) + " does not exist; the stream executor has " +
                 std::to_string(pools_.size()) + " device(s)");
@@ -89,7 +132,8 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
   buffer.state_ = std::make_shared<Buffer::State>();
   buffer.state_->bytes = bytes;
   buffer.state_->device = device;
-  buffer.var_ = engine_.NewVariable();
+  Engine& engine = this->engine();
+  buffer.var_ = engine.NewVariable();
   PushOptions options;
   options.context = Context{.executor = executor_index_, .device = device, .stream_kind = kind, .stream = stream};
   options.name = "alloca";
@@ -101,27 +145,28 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
     // mutates the device's order variable, so reservations are granted in push order, as a serial run would make
     // them: a later allocation never takes the memory an earlier one waits for (which could deadlock a program whose
     // frees depend on the earlier one).
-    engine_.PushAsync(
-        [state = buffer.state_, &from, alignment](Completion done) {
+    engine.PushAsync(
+        [state = buffer.state_, &from, alignment, token = OpToken(*this)](Completion done) {
           state->reserved.emplace(done);
           from.reserve(state->bytes, alignment, state->reservation);
         },
         {}, {buffer.var_, order_[device]}, PushOptions{.context = {.executor = cpu_executor_}, .name = "reserve"});
     if (executor == nullptr) return buffer;  // host memory: the reservation's grant is the allocation
-    engine_.Push([state = buffer.state_](const RunContext& ctx) { ctx.stream->wait_for(state->death); }, {},
-                 {buffer.var_}, options);
+    engine.Push([state = buffer.state_](const RunContext& ctx) { ctx.stream->wait_for(state->death); }, {},
+                {buffer.var_}, options);
     return buffer;
   }
   if (executor == nullptr) {
-    engine_.Push(
-        [state = buffer.state_, &from, alignment] {
+    engine.Push(
+        [state = buffer.state_, &from, alignment, token = OpToken(*this)] {
           state->block = from.acquire(state->bytes, alignment, AcquireView{}).value();  // unbounded: always one
         },
         {}, {buffer.var_}, options);
     return buffer;
   }
-  engine_.Push(
-      [state = buffer.state_, &from, tracker = &executor->tracker(), alignment](const RunContext& ctx) {
+  engine.Push(
+      [state = buffer.state_, &from, tracker = &executor->tracker(), alignment,
+       token = OpToken(*this)](const RunContext& ctx) {
         const StreamPlacement& where = *ctx.stream;
         const AcquireView view{where.knowledge, tracker, where.wait, where.wait_context};
         state->block = from.acquire(state->bytes, alignment, view).value();  // an unbounded pool always has one
@@ -137,9 +182,9 @@ void Buffers::deallocate(Buffer& buffer, std::int32_t stream, StreamKind kind) {
   options.context =
       Context{.executor = executor_index_, .device = buffer.state_->device, .stream_kind = kind, .stream = stream};
   options.name = "dealloca";
-  engine_.DeleteVariable(
+  engine().DeleteVariable(
       buffer.var_,
-      [state = buffer.state_, &to](const RunContext& ctx) {
+      [state = buffer.state_, &to, token = OpToken(*this)](const RunContext& ctx) {
         if (state->block.data == nullptr) return;  // the allocation failed: nothing to give back
         // A deletion mutates the variable, so its wait frontier holds the signals of every use since the last write and
         // of that write, whose own completion implies the uses before it: once these have completed, every user has.

@@ -31,14 +31,21 @@
 // free ran after every user completed. Code written against Buffers so runs unchanged on CPU and on streams.
 //
 // Thread safety: Buffers may be used from any thread, concurrently; a Buffer is a value whose copies name one buffer.
-// Lifetime: destroy Buffers after the engine has completed the frees (WaitForAll after the last deallocate), and before
-// the engine: its pools return their free blocks to the stream executor's backend.
+// Lifetime: Buffers and its engine may be destroyed in either order, unwinding included. ~Buffers waits for the
+// allocations and frees it pushed to finish (so a free pushed just before is not lost), then returns its pools' blocks;
+// if the engine is destroyed first, it releases the pools once its ops have completed, before its executors stop
+// (Engine::AtShutdown), and the Buffers left behind refuses further use with an Error. A buffer never freed keeps its
+// block until then. A bounded allocation still waiting for memory that no pushed free will return makes ~Buffers wait
+// for ever: free every buffer before destroying Buffers. Do not destroy Buffers from inside an op of its engine.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
@@ -110,10 +117,29 @@ class Buffers {
   // from this call on. Throws Error for a null or already freed buffer.
   void deallocate(Buffer& buffer, std::int32_t stream = -1, StreamKind kind = StreamKind::kCompute);
 
+  // Throws Error for a device that does not exist, or once the engine has been destroyed.
   [[nodiscard]] MemoryPool& pool(std::uint32_t device) const;
 
  private:
-  Engine& engine_;
+  // Held by every op Buffers pushes, in its function, for as long as the op's record holds the function (it is
+  // destroyed after the op ran or was skipped): ~Buffers and the engine's shutdown wait until none is left before they
+  // free the pools.
+  class OpToken {
+   public:
+    explicit OpToken(Buffers& owner) noexcept;
+    OpToken(OpToken&& other) noexcept : owner_(std::exchange(other.owner_, nullptr)) {}
+    OpToken& operator=(OpToken&&) = delete;
+    ~OpToken();
+
+   private:
+    Buffers* owner_;
+  };
+
+  [[nodiscard]] Engine& engine() const;
+  void wait_for_ops() noexcept;
+  void release() noexcept;  // at the engine's shutdown: wait for the ops, free the pools, forget the engine
+
+  Engine* engine_;  // null once the engine's shutdown has released the pools
   const std::uint32_t executor_index_;
   StreamExecutor* const executor_;  // null: a CPU executor (one host pool)
   const std::size_t alignment_;
@@ -121,6 +147,11 @@ class Buffers {
   const std::uint32_t cpu_executor_;
   std::vector<std::unique_ptr<MemoryPool>> pools_;  // one per device; immutable after construction
   std::vector<Var> order_;  // bounded pools: one per device, mutated by every reservation (push order)
+
+  std::mutex ops_mutex_;
+  std::condition_variable ops_done_;
+  std::size_t ops_ = 0;  // live OpTokens; guarded by ops_mutex_
+  ShutdownHook hook_;    // last: cancelled first by the destructor
 };
 
 }  // namespace depengine

@@ -161,5 +161,37 @@ TEST_CASE("a user thread may reach the wait fence of a pending op while the engi
   }
 }
 
+TEST_CASE(
+    "AtShutdown calls its function once, after every op completed and before the executors stop, unless cancelled",
+    "[engine][shutdown]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      constexpr int kOps = 200;
+      std::atomic<int> completed{0};
+      int seen_at_shutdown = -1;
+      int calls = 0;
+      ShutdownHook kept, cancelled;
+      {
+        Engine engine(factory.options());
+        Var v = engine.NewVariable();
+        for (int i = 0; i < kOps; ++i) {
+          // relaxed: read by the hook, which ~Engine calls after every op completed (ordered by the engine).
+          engine.Push([&completed] { completed.fetch_add(1, std::memory_order_relaxed); }, {}, {v});
+        }
+        kept = engine.AtShutdown([&] {
+          ++calls;
+          seen_at_shutdown = completed.load(std::memory_order_relaxed);
+        });
+        cancelled = engine.AtShutdown([&] { ++calls; });
+        CHECK(cancelled.cancel());        // before destruction: never called
+        CHECK_FALSE(cancelled.cancel());  // an empty hook has nothing to cancel
+      }
+      CHECK(calls == 1);
+      CHECK(seen_at_shutdown == kOps);
+      CHECK_FALSE(kept.cancel());  // it was called
+    }
+  }
+}
+
 }  // namespace
 }  // namespace depengine::test

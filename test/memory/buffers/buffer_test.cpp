@@ -9,8 +9,12 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstring>
+#include <future>
+#include <optional>
 #include <random>
+#include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test/executors/stream/stream_executor_support.h"
@@ -345,6 +349,74 @@ TEST_CASE("Buffers on a CPU executor: host blocks for CPU ops, reused after each
       CHECK_THROWS_WITH((void)buffers.allocate(64, 1), Catch::Contains("device 1"));
     }
   }
+}
+
+// One round of the unwinding scenario: an op fails, buffers are allocated, written by ops held behind a gate that
+// another thread opens at any moment, and freed; WaitForVar rethrows the failure and the stack unwinds through Buffers
+// and the engine, in the order of declaration `buffers_first` picks, while those ops may still be pending.
+void unwind_through_buffers(bool buffers_first, std::uint32_t executor, const BuffersOptions& buffers_options,
+                            std::thread& releaser) {
+  std::optional<Buffers> early;  // declared before the engine: destroyed after it
+  Engine engine(stream_engine_options());
+  std::optional<Buffers> late;  // destroyed before the engine
+  Buffers& buffers = buffers_first ? early.emplace(engine, executor, buffers_options)
+                                   : late.emplace(engine, executor, buffers_options);
+  const PushOptions placement = executor == kStream ? on_stream() : PushOptions{};
+  Var gate = engine.NewVariable();
+  std::promise<Completion> held;
+  engine.PushAsync([&held](Completion done) { held.set_value(done); }, {}, {gate});
+  releaser = std::thread([future = held.get_future()]() mutable { future.get()(); });
+  Var loss = engine.NewVariable();
+  engine.Push([] { throw std::runtime_error("loss is NaN"); }, {}, {loss});
+  for (int i = 0; i < 64; ++i) {
+    Buffer x = buffers.allocate(1024, 0);
+    engine.Push(
+        [x](const RunContext& ctx) {
+          if (ctx.stream != nullptr) {
+            launch(ctx, [x] { static_cast<char*>(x.data())[0] = 1; });
+          } else {
+            static_cast<char*>(x.data())[0] = 1;
+          }
+        },
+        {gate}, {x.var()}, placement);
+    buffers.deallocate(x);
+  }
+  engine.WaitForVar(loss);  // throws
+}
+
+TEST_CASE("Buffers and its engine unwind in either order with ops pending: no crash, no leak, the error reported",
+          "[memory][buffers][errors]") {
+  Watchdog watchdog("unwinding through Buffers");
+  const int rounds = static_cast<int>(sized(20, 10, 10));
+  for (const bool buffers_first : {false, true}) {
+    for (const std::uint32_t executor : {kStream, kCpu}) {
+      for (const bool bounded : {false, true}) {
+        DYNAMIC_SECTION((buffers_first ? "Buffers declared first" : "engine declared first")
+                        << (executor == kStream ? ", host streams" : ", CPU pool")
+                        << (bounded ? ", bounded" : ", unbounded")) {
+          BuffersOptions options;
+          if (bounded) options.limit = 4 * 1024;  // four blocks for 64 buffers: allocations wait for frees
+          for (int round = 0; round < rounds; ++round) {
+            std::thread releaser;
+            CHECK_THROWS_WITH(unwind_through_buffers(buffers_first, executor, options, releaser), "loss is NaN");
+            releaser.join();
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST_CASE("Buffers whose engine was destroyed refuses further use with an Error", "[memory][buffers][errors]") {
+  std::optional<Buffers> buffers;
+  {
+    Engine engine(stream_engine_options());
+    buffers.emplace(engine, kStream);
+    Buffer x = buffers->allocate(64, 0);
+    buffers->deallocate(x);
+  }
+  CHECK_THROWS_WITH((void)buffers->allocate(64, 0), Catch::Contains("engine has been destroyed"));
+  CHECK_THROWS_WITH((void)buffers->pool(0), Catch::Contains("engine has been destroyed"));
 }
 
 TEST_CASE("Buffers: misuse gets clear errors", "[memory][buffers][errors]") {
