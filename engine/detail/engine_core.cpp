@@ -38,7 +38,8 @@ EngineCore::EngineCore(EngineOptions options)
   if (axes > kMaxEngineAxes) {
     throw Error("EngineOptions::executors have " + std::to_string(axes) +
                 " streams in all; an engine supports at most " + std::to_string(kMaxEngineAxes) +
-                " (the capacity of a wait frontier)");
+                " (kMaxEngineAxes, the capacity of a wait frontier): give the stream executors fewer devices or fewer "
+                "streams per device (StreamExecutorOptions), or split the devices over several engines");
   }
   internal_.start(*this);
   for (const auto& executor : executors_) executor->start(*this);

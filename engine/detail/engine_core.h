@@ -3,6 +3,7 @@
 //
 // The class is the meeting point of the engine's parts; each concern lives in a file of its own under engine/detail/:
 //
+//   engine_core.cpp       construction, the executors, shutdown and its hooks (Engine::AtShutdown)
 //   in_flight.{h,cpp}     admission: the in-flight count, its bound (back-pressure) and the threads waiting on it
 //   var_table.{h,cpp}     variables: their state beside their queues, handles, recycling of slots
 //   op_record.h           op records and their pool (record_pool.cpp)
@@ -11,7 +12,7 @@
 //   completion.cpp        run and complete: execute a ready CPU op, complete its uses (granting successors), retire it
 //   stream_ops.cpp        streams: wait frontiers, parking on the tracker, issue, skip and device completion
 //   fences.cpp            timeline fences: arm the waits, promise at issue, raise or fail at completion
-//   waits.cpp             WaitForVar, WaitForAll, WaitForFence, shutdown
+//   waits.cpp             WaitForVar, WaitForAll, WaitForFence, StopTrace
 //   error_log.{h,cpp}     what WaitForAll and shutdown report
 //   engine_trace.{h,cpp}  where traces hook in (trace_recorder.{h,cpp} writes the file)
 //   running.h             what the calling thread is running (nested executors, waits from inside ops)

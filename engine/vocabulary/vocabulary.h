@@ -17,7 +17,10 @@
 
 namespace depengine {
 
-inline constexpr std::size_t kMaxEngineAxes = 16;
+// 32: eight devices with two compute streams and a copy stream each, and two collective channels (26 axes), fit one
+// engine. Only engines with a stream executor pay for the capacity: a CPU-only engine never touches a wait frontier
+// (op_record.h, var_queue.h), and frontiers copy and compare by their entries, not their capacity.
+inline constexpr std::size_t kMaxEngineAxes = 32;
 using WaitFrontier = RequirementFrontier<kMaxEngineAxes>;
 
 // What a stream is for. Stream executors keep streams of the first two kinds per device, and collective channels per

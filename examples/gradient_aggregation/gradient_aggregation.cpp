@@ -84,7 +84,11 @@ Options parse(int argc, char** argv) {
   if (o.device != "streams" && o.device != "cuda") {
     throw std::invalid_argument("--device must be streams or cuda, not '" + o.device + "'");
   }
-  if (o.devices > 15) throw std::invalid_argument("--devices: at most 15 (an engine has at most 16 streams)");
+  // One compute stream per device and one collective channel, within an engine's streams (kMaxEngineAxes).
+  if (o.devices > static_cast<int>(depengine::kMaxEngineAxes) - 1) {
+    throw std::invalid_argument("--devices: at most " + std::to_string(depengine::kMaxEngineAxes - 1) +
+                                " (an engine has at most " + std::to_string(depengine::kMaxEngineAxes) + " streams)");
+  }
   if (o.batch % o.devices != 0) throw std::invalid_argument("--batch must be a multiple of --devices");
   return o;
 }

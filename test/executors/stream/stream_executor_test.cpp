@@ -400,7 +400,8 @@ TEST_CASE("bad placement and misuse get clear errors", "[stream_executor][errors
                     Catch::Contains("PushAsync") && Catch::Contains("stream executor"));
 }
 
-TEST_CASE("a stream executor needs a device, and an engine at most 16 streams", "[stream_executor][errors]") {
+TEST_CASE("a stream executor needs a device, and an engine at most kMaxEngineAxes streams",
+          "[stream_executor][errors]") {
   CHECK_THROWS_WITH(StreamExecutor(std::make_unique<HostStreamBackend>(HostStreamOptions{.devices = 0})),
                     Catch::Contains("host"));
   CHECK_THROWS_AS(StreamExecutor(std::make_unique<HostStreamBackend>(HostStreamOptions{.devices = 1}),
@@ -411,9 +412,53 @@ TEST_CASE("a stream executor needs a device, and an engine at most 16 streams", 
                   std::invalid_argument);
   EngineOptions options;
   options.executors.push_back(
-      std::make_unique<StreamExecutor>(std::make_unique<HostStreamBackend>(HostStreamOptions{.devices = 3}),
-                                       StreamExecutorOptions{.compute_streams = 4, .copy_streams = 2}));
-  CHECK_THROWS_WITH(Engine(std::move(options)), Catch::Contains("18 streams") && Catch::Contains("at most 16"));
+      std::make_unique<StreamExecutor>(std::make_unique<HostStreamBackend>(HostStreamOptions{.devices = 11}),
+                                       StreamExecutorOptions{.compute_streams = 2, .copy_streams = 1}));
+  CHECK_THROWS_WITH(Engine(std::move(options)), Catch::Contains("33 streams") && Catch::Contains("at most 32") &&
+                                                    Catch::Contains("fewer streams per device"));
+}
+
+// An 8-device node: 2 compute streams and a copy stream per device, and 2 collective channels, 26 axes in one engine.
+// Every stream writes its own variable; one collective op reads all 26 (a wait frontier of 24 entries from other
+// streams plus its own channel's predecessor); a CPU op after it sees every write.
+TEST_CASE("an engine takes 8 devices of 2 compute and 1 copy stream with 2 collective channels", "[stream_executor]") {
+  Watchdog watchdog("26 stream axes");
+  constexpr int kDevices = 8;
+  EngineOptions options;
+  options.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}));
+  options.executors.push_back(std::make_unique<StreamExecutor>(
+      std::make_unique<HostStreamBackend>(HostStreamOptions{.devices = kDevices}),
+      StreamExecutorOptions{.compute_streams = 2, .copy_streams = 1, .collective_channels = 2}));
+  Engine engine(std::move(options));
+  for (int round = 0; round < 3; ++round) {
+    std::vector<Var> vars;
+    std::vector<int> written(kDevices * 3 + 1, 0);  // one per device stream, and one for channel 1
+    auto write = [&](std::size_t index, PushOptions placement) {
+      vars.push_back(engine.NewVariable());
+      engine.Push([&written, index](const RunContext& ctx) { launch(ctx, [&written, index] { written[index] = 1; }); },
+                  {}, {vars.back()}, placement);
+    };
+    for (std::uint32_t device = 0; device < kDevices; ++device) {
+      write(device * 3, on_stream(0, device));
+      write(device * 3 + 1, on_stream(1, device));
+      write(device * 3 + 2, on_stream(0, device, StreamKind::kCopy));
+    }
+    write(kDevices * 3, on_stream(1, 0, StreamKind::kCollective));
+    Var sum = engine.NewVariable();
+    int seen = -1;
+    engine.Push(
+        [&written, &seen](const RunContext& ctx) {
+          launch(ctx, [&written, &seen] { seen = static_cast<int>(std::count(written.begin(), written.end(), 1)); });
+        },
+        vars, {sum}, on_stream(0, 0, StreamKind::kCollective));
+    int seen_on_cpu = -1;
+    engine.Push([&seen, &seen_on_cpu] { seen_on_cpu = seen; }, {sum}, {}, PushOptions{.context = {.executor = kCpu}});
+    engine.WaitForAll();
+    CHECK(seen == kDevices * 3 + 1);
+    CHECK(seen_on_cpu == kDevices * 3 + 1);
+  }
+  CHECK(stream_executor(engine).axis_count() == kDevices * 3 + 2);
+  CHECK(stream_executor(engine).stats().waits_issued > 0);
 }
 
 }  // namespace
