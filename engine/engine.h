@@ -108,7 +108,7 @@ class Engine {
   // Pushes `fn`, which reads `reads` and mutates `mutates`. It may run before Push returns (it does on the inline
   // executor). Throws Error, pushing nothing, for a null, deleted or foreign variable or an unknown context.
   template <class F>
-  void Push(F&& fn, VarList reads, VarList mutates, const PushOptions& options = {}) {
+  void Push(F&& fn, VarList reads, VarList mutates, const PushOptions& options = detail::default_push_options()) {
     static_assert(SyncOpFunction<F>,
                   "Push(fn, ...): fn must be callable as fn(const RunContext&) or fn(); "
                   "a function that completes later takes a Completion and is pushed with PushAsync");
@@ -121,7 +121,7 @@ class Engine {
   // run_context.h), from any thread, possibly after fn returned. If fn throws before calling it, the op completes
   // with that exception. Otherwise as Push.
   template <class F>
-  void PushAsync(F&& fn, VarList reads, VarList mutates, const PushOptions& options = {}) {
+  void PushAsync(F&& fn, VarList reads, VarList mutates, const PushOptions& options = detail::default_push_options()) {
     static_assert(AsyncOpFunction<F>,
                   "PushAsync(fn, ...): fn must be callable as fn(const RunContext&, Completion) or fn(Completion)");
     detail::OpRecord* op = begin_push(options, true);
@@ -134,7 +134,7 @@ class Engine {
   // issued, with RunContext::stream). Every copy of `var` is dead from this call on. Throws Error for a null, deleted
   // or foreign variable.
   template <class F>
-  void DeleteVariable(Var var, F&& deleter, const PushOptions& options = {}) {
+  void DeleteVariable(Var var, F&& deleter, const PushOptions& options = detail::default_push_options()) {
     static_assert(SyncOpFunction<F>,
                   "DeleteVariable(var, deleter): deleter must be callable as deleter() or deleter(const RunContext&)");
     delete_variable(var, detail::OpFunction::make<false>(std::forward<F>(deleter)), options);

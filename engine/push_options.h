@@ -2,9 +2,9 @@
 #pragma once
 
 #include <cstdint>
-#include <string_view>
 
 #include "engine/fence.h"
+#include "engine/op_name.h"
 #include "engine/vocabulary/vocabulary.h"
 
 namespace depengine {
@@ -25,8 +25,9 @@ struct PushOptions {
   Context context;
   // A hint: among ops ready at the same time, a higher priority runs first. 0 is normal.
   std::int32_t priority = 0;
-  // A name for traces, RunContext and error messages. Not copied: it must outlive the op (a string literal does).
-  std::string_view name;
+  // A name for traces, RunContext and error messages. Owned (op_name.h), and copied into the op: a name built at run
+  // time is safe, and one of at most OpName::kInlineChars characters allocates nothing.
+  OpName name;
   // Run the op even if a variable it uses carries an error (normally such an op is skipped and passes the error on).
   bool no_skip = false;
   // The op runs only once every timeline here has reached its value (>=), besides what its variables order. A stream
@@ -41,4 +42,14 @@ struct PushOptions {
   FenceList signal_fences;
 };
 
+namespace detail {
+
+// The options of a push that names none: made once, and never destroyed (a push during static destruction still finds
+// them), so such a push constructs no PushOptions of its own.
+[[nodiscard]] inline const PushOptions& default_push_options() noexcept {
+  static const PushOptions* const options = new PushOptions();
+  return *options;
+}
+
+}  // namespace detail
 }  // namespace depengine

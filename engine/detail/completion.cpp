@@ -33,7 +33,7 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
     return;
   }
   const RunningScope running(this, &ready);
-  const RunContext ctx{op->name, worker, op->executor()};
+  const RunContext ctx{op->name_view(), worker, op->executor()};
   TraceRecorder* trace = op->trace_op != 0 ? trace_.recorder() : nullptr;
   const std::int64_t start = trace != nullptr ? trace->now() : 0;
   if (!op->async) {

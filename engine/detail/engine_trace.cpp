@@ -20,7 +20,7 @@ void describe_uses(const OpRecord& op, TraceRecorder::Slice& slice) {
   }
 }
 
-std::string name_of(const OpRecord& op) { return std::string(op.name.empty() ? "op" : op.name); }
+std::string name_of(const OpRecord& op) { return std::string(op.named ? op.name.view() : "op"); }
 
 }  // namespace
 

@@ -25,6 +25,7 @@
 #include "engine/detail/op_function.h"
 #include "engine/fence.h"
 #include "engine/frontier/timeline.h"
+#include "engine/op_name.h"
 #include "engine/var_queue/op_node.h"
 #include "executors/executor.h"
 
@@ -48,16 +49,17 @@ struct FenceWaiter final : TimelineWaiter {
 // Layout, by writer (oneTBB's arena_slot.h style; held by the static_asserts below). An op's record is written by one
 // thread at a time in turn (the pusher, the granters, the runner, the recycler), so what matters is how many lines each
 // hand-off moves between cores: a CPU op touches lines 0 to 3 (and 4-5 for more than two variables, 6 when async);
-// the cold lines are touched only by engines with stream executors and by ops with fences.
+// line 7 for a named op; the cold lines are touched only by engines with stream executors and by ops with fences.
 //   line 0, hand-off:  the bases (Task: links, placement, executor; OpNode: the wait counter, the ready link) and
 //                      engine. The pusher writes placement and engine; granters count down the wait counter; the last
 //                      granter, which needs the executor and priority next, writes the links. Never two writers at once
 //                      but for the counter, whose last writer then owns the line.
 //   line 1, function:  fn (64 bytes). Pusher writes, runner calls, recycler destroys.
-//   line 2, op state:  name, uses, flags, trace id (pusher, before publication); error (runner); reset by recycler.
+//   line 2, op state:  uses, flags, trace id (pusher, before publication); error (runner); reset by recycler.
 //   lines 3-5, uses:   inline_uses. Each VarUse's `next` is written by later pushers of the same variable, under its
 //                      lock, while the op waits; apart from the op's own state so those appends do not disturb it.
 //   line 6, async:     holds and ticket, written by the function's thread and the completing thread, concurrently.
+//   line 7, name:      written by the pusher and read by the runner (and traces) only for ops that have a name.
 //   cold:              wait frontier, parking and fence waiters, fences, a stream op's trace lane: stream and fence
 //                      state, which a CPU-only engine's ops without fences never touch (prepare_cold()).
 struct OpRecord final : Task, OpNode {
@@ -80,6 +82,7 @@ struct OpRecord final : Task, OpNode {
     trace_op = 0;
     waits_fences = false;
     signals_fences = false;
+    named = false;
   }
 
   // Called by the pusher when the op's cold state will be read: its engine has a stream executor, or it has fences.
@@ -121,8 +124,7 @@ struct OpRecord final : Task, OpNode {
   alignas(64) OpFunction fn;
 
   // Line 2.
-  alignas(64) std::string_view name;
-  std::exception_ptr error;  // the op's first error: a poisoned input it skipped on, or its own
+  alignas(64) std::exception_ptr error;  // the op's first error: a poisoned input it skipped on, or its own
   VarUse* uses = inline_uses;
   std::unique_ptr<VarUse[]> heap_uses;
   std::uint64_t trace_op = 0;       // tracing (trace_recorder.h): the op's id; 0: not traced
@@ -134,9 +136,13 @@ struct OpRecord final : Task, OpNode {
   bool internal = false;        // pushed by the engine itself (waits, error clearing): exempt from the in-flight bound
   bool waits_fences = false;    // wait_fences holds the op's wait fences (else it is stale)
   bool signals_fences = false;  // signal_fences holds the op's signal fences (else it is stale)
+  bool named = false;           // name holds the op's name (else it is stale)
 
   // Lines 3 to 5.
   alignas(64) VarUse inline_uses[kInlineVars];
+
+  // The op's name, read only when `named`: ops without a name never touch this line.
+  [[nodiscard]] std::string_view name_view() const noexcept { return named ? name.view() : std::string_view{}; }
 
   // Line 6. Async ops are released by two parties, the function's return and the completion; the later one recycles
   // the record (the function may still be running when another thread completes the op, and its callable lives here).
@@ -144,6 +150,9 @@ struct OpRecord final : Task, OpNode {
   // Moves on by one at every completion of an async op; a Completion carries the value it expects, so a second call
   // (or a call on a record since reused) fails its compare-exchange instead of completing someone else's op.
   std::atomic<std::uint64_t> ticket{0};
+
+  // Line 7: the name (PushOptions::name), copied only when there is one.
+  alignas(64) OpName name;
 
   // Cold. The op's wait frontier (engines with stream executors only): the requirements of the promises its wait fences
   // took, then, when its last grant arrives, the signals of the uses it was granted. Read by its stream executor at
@@ -168,10 +177,11 @@ struct OpRecord final : Task, OpNode {
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"
 static_assert(offsetof(OpRecord, engine) + sizeof(EngineCore*) <= 64, "line 0: the bases and engine");
 static_assert(offsetof(OpRecord, fn) == 64 && sizeof(OpFunction) == 64, "line 1: the function alone");
-static_assert(offsetof(OpRecord, name) == 128 && offsetof(OpRecord, signals_fences) < 192, "line 2: the op's state");
+static_assert(offsetof(OpRecord, error) == 128 && offsetof(OpRecord, named) < 192, "line 2: the op's state");
 static_assert(offsetof(OpRecord, inline_uses) == 192 && sizeof(OpRecord::inline_uses) == 192, "lines 3-5: uses");
 static_assert(offsetof(OpRecord, holds) == 384 && offsetof(OpRecord, ticket) < 448, "line 6: the async holders");
-static_assert(offsetof(OpRecord, requirement) == 448, "cold lines after the hot ones");
+static_assert(offsetof(OpRecord, name) == 448 && sizeof(OpName) <= 64, "line 7: the name alone");
+static_assert(offsetof(OpRecord, requirement) == 512, "cold lines after the hot ones");
 #pragma GCC diagnostic pop
 
 // A process-wide pool of op records with per-thread magazines (Bonwick's magazine allocator, reduced).

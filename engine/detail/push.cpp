@@ -96,7 +96,15 @@ OpRecord* EngineCore::record_for(Executor* executor, const PushOptions& options,
   if (has_streams_ || op->waits_fences || op->signals_fences) op->prepare_cold();
   if (op->waits_fences) op->wait_fences = options.wait_fences;
   if (op->signals_fences) op->signal_fences = options.signal_fences;
-  op->name = options.name;
+  if (!options.name.empty()) {
+    try {
+      op->name = options.name;  // a copy: the options may die with the push
+    } catch (...) {             // out of memory for a long name
+      op->recycle();
+      throw;
+    }
+    op->named = true;
+  }
   op->async = async;
   op->no_skip = options.no_skip;
   op->deletes_var = false;

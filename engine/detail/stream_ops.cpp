@@ -64,7 +64,7 @@ bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry s
   if (op->trace_op != 0) trace_.stream_issue(*op, signal.axis);
   {
     const RunningScope running(this, &ready);
-    RunContext ctx{op->name, -1, op->executor()};
+    RunContext ctx{op->name_view(), -1, op->executor()};
     ctx.stream = &where;
     ctx.waits = &op->requirement;
     try {

@@ -162,6 +162,39 @@ TEST_CASE("DEPENGINE_TRACE traces every engine made while it is set, later ones 
   CHECK_THROWS_WITH(untraced.StopTrace(), Catch::Contains("no trace is on"));
 }
 
+TEST_CASE("an op's name built at run time is its own: RunContext and the trace see it after the string is gone",
+          "[engine][trace]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Engine engine(factory.options());
+      const std::string path = temporary_trace_path("names");
+      engine.StartTrace(path);
+      Var v = engine.NewVariable();
+      constexpr int kOps = 8;
+      const std::string long_tail(2 * OpName::kInlineChars, 'x');  // past the inline size: a heap copy
+      std::vector<std::string> seen(kOps);
+      for (int i = 0; i < kOps; ++i) {
+        // The temporary string dies at the end of this statement, before the op runs on most executors.
+        engine.Push([&seen, i](const RunContext& ctx) { seen[static_cast<std::size_t>(i)] = std::string(ctx.name); },
+                    {}, {v}, {.name = "backward " + std::to_string(i) + (i % 2 == 1 ? long_tail : "")});
+      }
+      engine.Push([] {}, {}, {v});  // unnamed
+      engine.StopTrace();
+      const TraceFile trace = read_trace(path);
+      std::remove(path.c_str());
+      std::vector<std::string> traced;
+      for (const auto& [id, slice] : trace.slices) traced.push_back(slice.name);
+      REQUIRE(traced.size() == kOps + 1);
+      for (int i = 0; i < kOps; ++i) {
+        const std::string expected = "backward " + std::to_string(i) + (i % 2 == 1 ? long_tail : "");
+        CHECK(seen[static_cast<std::size_t>(i)] == expected);
+        CHECK(traced[static_cast<std::size_t>(i)] == expected);  // slices by op id, which follows push order
+      }
+      CHECK(traced.back() == "op");
+    }
+  }
+}
+
 TEST_CASE("trace misuse gets clear errors", "[engine][trace][errors]") {
   for (const auto& factory : executor_factories()) {
     DYNAMIC_SECTION(factory.name) {
