@@ -26,9 +26,10 @@ class OpName {
   static constexpr std::size_t kInlineChars = 40;
 
   OpName() = default;
-  OpName(const char* name) : OpName(std::string_view(name)) {}         // NOLINT: implicit by design
-  OpName(const std::string& name) : OpName(std::string_view(name)) {}  // NOLINT
-  OpName(std::string_view name) { assign(name); }                      // NOLINT
+  OpName(const char* name)
+      : OpName(name != nullptr ? std::string_view(name) : std::string_view()) {}  // NOLINT: implicit by design
+  OpName(const std::string& name) : OpName(std::string_view(name)) {}             // NOLINT
+  OpName(std::string_view name) { assign(name); }                                 // NOLINT
   OpName(const OpName& other) { assign(other.view()); }
   OpName& operator=(const OpName& other) {
     if (this != &other) assign(other.view());

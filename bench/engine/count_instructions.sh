@@ -22,12 +22,7 @@ require_bench count_instructions.sh "$bench"
 
 printf '%-12s %12s %12s %10s\n' workload "Ir(K=$k1)" "Ir(K=$k2)" "Ir/op"
 for workload in "${workloads[@]}"; do
-  i1=$(collected counted_run "$bench" --count "$workload" "$k1")
-  i2=$(collected counted_run "$bench" --count "$workload" "$k2")
-  if [[ -z $i1 || -z $i2 ]]; then
-    echo "count_instructions.sh: callgrind reported no count for $workload" >&2
-    exit 1
-  fi
-  per=$(awk -v a="$i1" -v b="$i2" -v k1="$k1" -v k2="$k2" 'BEGIN { printf "%.1f", (b - a) / (k2 - k1) }')
+  counts=$(per_step counted_run "$k1" "$k2" "$bench" --count "$workload")
+  read -r i1 i2 per <<< "$counts"
   printf '%-12s %12s %12s %10s\n' "$workload" "$i1" "$i2" "$per"
 done

@@ -22,13 +22,8 @@ require_bench count_instructions.sh "$bench"
 printf '%-20s %12s %12s %12s %14s\n' op "Ir(K=$k1)" "Ir(K=$k2)" "Ir/iteration" "Ir/op - loop"
 loop_cost=""
 for op in "${ops[@]}"; do
-  i1=$(collected run_iterations "$bench" --count "$op" "$k1")
-  i2=$(collected run_iterations "$bench" --count "$op" "$k2")
-  if [[ -z $i1 || -z $i2 ]]; then
-    echo "count_instructions.sh: callgrind reported no count for $op" >&2
-    exit 1
-  fi
-  per=$(awk -v a="$i1" -v b="$i2" -v k1="$k1" -v k2="$k2" 'BEGIN { printf "%.2f", (b - a) / (k2 - k1) }')
+  counts=$(per_step run_iterations "$k1" "$k2" "$bench" --count "$op")
+  read -r i1 i2 per <<< "$counts"
   [[ -z $loop_cost ]] && loop_cost=$per
   net=$(awk -v p="$per" -v l="$loop_cost" 'BEGIN { printf "%.2f", p - l }')
   printf '%-20s %12s %12s %12s %14s\n' "$op" "$i1" "$i2" "$per" "$net"
