@@ -1,5 +1,5 @@
-// What stream-ordered buffers (memory/buffers/buffer.h) cost and how often they reuse memory without synchronisation, on a
-// training-loop-shaped workload over the host stream backend (one device, two compute streams):
+// What stream-ordered buffers (memory/buffers/buffer.h) cost and how often they reuse memory without synchronisation,
+// on a training-loop-shaped workload over the host stream backend (one device, two compute streams):
 //
 //   bench_buffers [--runs N] [--json FILE] [--smoke]
 //

@@ -3,9 +3,10 @@
 // A timeline is a monotonically increasing 64-bit value. signal(v, f) raises it to v and attaches f, the frontier of
 // what the signaller knew had happened before it signalled. A wait for `value >= v` imports the frontier of the
 // signal that FIRST reached v, not the newest one: a consumer that needs "S reached 2" depends on the work before the
-// signal of 2, not on the work that later pushed S to 5 (IREE's frontier design, "Scheduling vs. Causality"; IREE's code keeps one
-// accumulated frontier per semaphore, which over-attributes). This is what user fences (push options that wait on and
-// signal timeline values) and cross-engine hand-offs are built on. docs/architecture.md §4; README.md in this folder.
+// signal of 2, not on the work that later pushed S to 5 (IREE's frontier design, "Scheduling vs. Causality"; IREE's
+// code keeps one accumulated frontier per semaphore, which over-attributes). This is what user fences (push options
+// that wait on and signal timeline values) and cross-engine hand-offs are built on. docs/architecture.md §4; README.md
+// in this folder.
 //
 // Roles. Both the frontier a signal carries and the frontier a wait imports are KNOWLEDGE (KnowledgeFrontier): the
 // signal says what had happened before it, and the import is what the waiter may now assume has happened. Losing

@@ -1,7 +1,7 @@
 // A multilayer perceptron as engine ops: what the training-loop and gradient-aggregation examples push. Every weight,
-// gradient, activation and batch is a Buffer (memory/buffers/buffer.h), so one model runs on a CPU executor (host memory,
-// the arithmetic in the op itself), on host streams (the arithmetic launched as host work on the op's stream) and on
-// CUDA streams (kernels on the op's stream), with the same ops and the same variables.
+// gradient, activation and batch is a Buffer (memory/buffers/buffer.h), so one model runs on a CPU executor (host
+// memory, the arithmetic in the op itself), on host streams (the arithmetic launched as host work on the op's stream)
+// and on CUDA streams (kernels on the op's stream), with the same ops and the same variables.
 //
 //   Device cpu{engine, buffers, 0, {}};                      // ops on executor 0, a CPU pool
 //   Mlp model(cpu, {2, 64, 64, 3}, /*seed=*/1);              // pushes allocations and uploads

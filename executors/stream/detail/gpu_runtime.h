@@ -2,9 +2,9 @@
 // (gpu_stream_backend.h): the runtime's types, a few constants, the strings depengine shows, and static functions that
 // forward one to one to the runtime's calls.
 //
-// Why: the CUDA and HIP backends are one design over two spellings of one API (docs/architecture.md §5; HIP mirrors CUDA's
-// stream semantics call for call). The template holds every decision once — which flags, which calls in which order,
-// which errors are cleared from the thread's last-error state, how a status becomes a StreamError — and a traits
+// Why: the CUDA and HIP backends are one design over two spellings of one API (docs/architecture.md §5; HIP mirrors
+// CUDA's stream semantics call for call). The template holds every decision once — which flags, which calls in which
+// order, which errors are cleared from the thread's last-error state, how a status becomes a StreamError — and a traits
 // struct only renames. So a traits function does nothing but the call it is named after (no flag choices, no error
 // clearing, no fallbacks): a reviewer checks each against the runtime's documentation by eye, and every behavioural
 // difference between the runtimes is one of the named members below, never an #if in the template.

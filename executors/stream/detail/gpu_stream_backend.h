@@ -2,10 +2,10 @@
 // (executors/cuda_stream) and HipStreamBackend (executors/hip_stream) are this template over their runtime's traits
 // (gpu_runtime.h), each a thin final class that adds only its typed stream accessor.
 //
-// Why one template: docs/architecture.md §5 makes the GPU backends thin backends of one design, and HIP mirrors CUDA call for
-// call, so the two hand-written backends were the same 160 lines with cuda* for hip*. The logic now lives here once
-// (gpu_stream_backend_impl.h); a runtime contributes a traits struct that renames its calls and states its few real
-// differences as named constants. A compile-time template rather than a virtual "runtime" interface: each runtime
+// Why one template: docs/architecture.md §5 makes the GPU backends thin backends of one design, and HIP mirrors CUDA
+// call for call, so the two hand-written backends were the same 160 lines with cuda* for hip*. The logic now lives here
+// once (gpu_stream_backend_impl.h); a runtime contributes a traits struct that renames its calls and states its few
+// real differences as named constants. A compile-time template rather than a virtual "runtime" interface: each runtime
 // call stays one direct call, as in the hand-written backends, and the traits can export the runtime's own types.
 // Why in executors/stream/detail/ rather than a folder of its own: it is not a backend (no runtime, no library, no
 // public name) but an internal of the stream layer that both GPU folders share, as NotificationPool is; each backend

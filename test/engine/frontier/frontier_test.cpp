@@ -1,7 +1,7 @@
 // Tests of the two frontier roles (engine/frontier/frontier.h): the laws, checked over random frontiers against a
 // reference model (a std::map from axis to epoch); overflow and taint on both sides; the frontier scenarios of the
-// note "Causal Dependency Tracking with Vector Clock Frontiers" (IREE's design), are in frontier_scenarios_test.cpp; here also the compile-time
-// separation of the roles.
+// note "Causal Dependency Tracking with Vector Clock Frontiers" (IREE's design), are in frontier_scenarios_test.cpp;
+// here also the compile-time separation of the roles.
 //
 // Randomized tests run with DEPENGINE_TEST_SEED (one fixed seed, to rerun a failure) or DEPENGINE_TEST_REPEAT fresh
 // seeds (default 3), the convention of test/test_support.h, and CAPTURE the seed.
