@@ -26,6 +26,8 @@ void Engine::WaitForAll() { core_->wait_for_all(); }
 void Engine::WaitForFence(const Fence& fence) { core_->wait_for_fence(fence); }
 std::uint64_t Engine::Version(Var var) const { return core_->version(var); }
 std::size_t Engine::InFlight() const noexcept { return core_->in_flight_now(); }
+
+std::string Engine::InFlightReport() const { return core_->in_flight_report(); }
 Executor& Engine::executor(std::uint32_t index) const { return core_->executor_at(index); }
 ShutdownHook Engine::AtShutdown(std::function<void()> fn) { return core_->at_shutdown(std::move(fn)); }
 void Engine::StartTrace(std::string path) { core_->start_trace(std::move(path)); }

@@ -20,12 +20,17 @@
 // - Errors. An op that throws (or passes an error to its Completion) attaches the exception to every variable it
 //   mutates. A later op that uses a variable carrying an error is skipped and passes the error on to the variables it
 //   mutates, unless pushed with no_skip. An op keeps its first error; a variable keeps the first error attached to it
-//   until a wait clears it. Nothing terminates the process and no error is dropped silently.
+//   until a wait clears it. Nothing terminates the process and no error is dropped silently: each error an op raises
+//   is rethrown by a wait or handed, with the op's name, to EngineOptions::error_sink (by default, stderr).
 // - Waits. WaitForVar(v) returns once every op pushed on v before the call has completed, then rethrows v's error
-//   (once: v reads clean afterwards). WaitForAll() returns once no op is in flight, then rethrows the first error any
-//   op raised since the last WaitForAll, and clears every variable's error. Both run queued work on the calling thread
-//   while they wait. Called from inside a running op of this engine they would wait on that op or on work queued
-//   behind it, so they throw Error instead of hanging.
+//   and clears it (v reads clean afterwards). WaitForAll() returns once no op is in flight (an async op is until its
+//   Completion was called and its function returned), then rethrows the first error that no wait has reported yet,
+//   if any. It clears the errors that the calling thread's ops attached to variables (an op pushed from inside an op
+//   belongs to the thread that pushed that op), and hands the calling thread's other unreported errors to the error
+//   sink. So with one pushing thread a wait clears what it reports and WaitForAll clears everything, as in MXNet;
+//   with several, one thread's WaitForAll never takes from another thread the error its own WaitForVar would rethrow.
+//   Both waits run queued work on the calling thread while they wait. Called from inside a running op of this engine
+//   they would wait on that op or on work queued behind it, so they throw Error instead of hanging.
 // - Back-pressure. At most EngineOptions::max_in_flight ops are pushed and not yet completed. A push past the bound
 //   waits (running queued work meanwhile). Pushes from inside a running op are exempt: the op they would wait for may
 //   be the one pushing. An async op whose Completion only the blocked pushing thread would call cannot complete, so
@@ -37,7 +42,7 @@
 //   fails them with its error). An op whose wait fence is never reached stays in flight, like an unfinished
 //   Completion.
 // - Shutdown. ~Engine() waits for every pushed op to complete, then calls the functions registered with AtShutdown,
-//   then stops the executors. An error no wait reported is written to stderr.
+//   then stops the executors. Every error no wait reported goes to the error sink.
 // - Traces. StartTrace(path), or the environment variable DEPENGINE_TRACE=path when an engine is made, records every
 //   op pushed from then on; StopTrace(), or ~Engine(), writes a Chrome trace-event JSON file (Perfetto,
 //   chrome://tracing): a lane per host thread and per stream, a slice per op with its name and variables, an arrow
@@ -53,12 +58,14 @@
 // allocates when the variable table grows). Waits take mutexes.
 #pragma once
 
+#include <chrono>
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
 #include <functional>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <utility>
 #include <vector>
 
@@ -91,11 +98,19 @@ struct EngineOptions {
   std::vector<std::unique_ptr<Executor>> executors;
   // The most ops pushed and not yet completed (see Back-pressure above). At least 1.
   std::size_t max_in_flight = std::size_t{1} << 16;
+  // Receives each error that no wait rethrew when the engine stops keeping it (see Errors above; errors.h). Null: one
+  // line each on stderr, for the first ErrorLog::kStderrLines (16) errors, and a count of the rest at destruction.
+  ErrorSink error_sink;
+  // When ops are in flight and none has completed for this long, the engine hands InFlightReport() to stall_sink, once
+  // per stall. Zero: off, unless the environment variable DEPENGINE_STALL_REPORT gives a number of seconds.
+  std::chrono::milliseconds stall_report_after{0};
+  std::function<void(std::string_view)> stall_sink;  // null: stderr
 };
 
 class Engine {
  public:
-  // Starts the executors. Throws Error if options has no executor, a null one, or max_in_flight == 0.
+  // Starts the executors. Throws Error if options has no executor, a null one, max_in_flight == 0, a negative
+  // stall_report_after, or a DEPENGINE_STALL_REPORT that is not a number of seconds above 0.
   explicit Engine(EngineOptions options);
   // Waits for every pushed op to complete, then stops the executors. Must not be called from inside an op.
   ~Engine();
@@ -153,6 +168,13 @@ class Engine {
 
   // The number of completed mutations of `var`. Exact inside an op that uses var; otherwise a recent value.
   [[nodiscard]] std::uint64_t Version(Var var) const;
+
+  // What the ops in flight wait for, in words: for each variable with ops waiting, who holds it and who waits; the
+  // wait fences not reached yet; and a wait cycle among them if there is one (an op waiting on a fence whose
+  // signaller queued behind it on a variable), naming the ops and what each waits for. Exact when the engine has
+  // stalled; a snapshot otherwise. Ops appear through the variables they wait on: a running op, and one waiting on
+  // fences alone, are counted but not named. Takes every variable's lock in turn; for diagnosis, not for a hot path.
+  [[nodiscard]] std::string InFlightReport() const;
 
   // Ops pushed and not yet completed, at some moment during the call. (If completions keep landing between its reads
   // for 64 tries in a row, it returns an upper bound of that count instead.)

@@ -1,8 +1,12 @@
-// The errors the engine itself raises. An op's own exception is never wrapped: it reaches WaitForVar/WaitForAll as
-// the very std::exception_ptr the op threw or passed to its completion.
+// The errors the engine itself raises, and what it does with an op's error that no wait reports. An op's own exception
+// is never wrapped: it reaches WaitForVar/WaitForAll as the very std::exception_ptr the op threw or passed to its
+// completion.
 #pragma once
 
+#include <exception>
+#include <functional>
 #include <stdexcept>
+#include <string_view>
 
 namespace depengine {
 
@@ -12,5 +16,20 @@ class Error : public std::logic_error {
  public:
   using std::logic_error::logic_error;
 };
+
+// An op's error that the engine stops keeping although no wait rethrew it (engine.h, "Errors"): a WaitForAll cleared
+// it while rethrowing another error, or the engine was destroyed. EngineOptions::error_sink receives each one, once.
+struct UnreportedError {
+  enum class When { kClearedByWaitForAll, kAtShutdown };
+
+  std::string_view op;       // the name of the op that raised it; empty when it had none
+  std::exception_ptr error;  // the op's own exception
+  std::string_view what;     // its what(), or a note saying it is not a std::exception
+  When when;
+};
+
+// Called on the thread of the WaitForAll or of ~Engine() that drops the error, never concurrently for one engine, with
+// no lock of the engine held. What it throws is swallowed (and noted on stderr).
+using ErrorSink = std::function<void(const UnreportedError&)>;
 
 }  // namespace depengine

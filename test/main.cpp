@@ -14,10 +14,18 @@
 // holds the op's error until the record is recycled, after the op has retired: a wait may meanwhile have rethrown
 // that exception to the test, which reads it. Whichever thread drops the last reference frees the exception; when that
 // is the executor's thread (a stream executor's completion thread, most often), TSAN sees the free but not the count
-// that orders it after the test's read, and reports a race on the exception object. Those reports only: the release.
+// that orders it after the test's read, and reports a race on the exception object. The same holds when two threads
+// catch one exception object at once (a pusher's WaitForVar and another thread's WaitForAll rethrow the same error):
+// the catch that ends last frees it. Those reports only: the release, the destructors of the standard exception types
+// it runs, and the free() of the exception object (libstdc++ frees exceptions with free(); this project's code never
+// calls it, and no function of its CPU code has "free" in its name). libstdc++'s frames often do not show in the stacks
+// (no frame pointers), so the rules name what does.
 extern "C" const char* __tsan_default_suppressions() {
   return "called_from_lib:libtbb.so.12\n"
-         "race:std::__exception_ptr::exception_ptr::_M_release\n";
+         "race:std::__exception_ptr::exception_ptr::_M_release\n"
+         "race:std::runtime_error::~runtime_error\n"
+         "race:std::logic_error::~logic_error\n"
+         "race:free\n";
 }
 #endif
 #endif

@@ -32,7 +32,7 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
     finish(op, ready, skipped_signal(op));
     return;
   }
-  const RunningScope running(this, &ready);
+  const RunningScope running(this, &ready, op->owner);
   const RunContext ctx{op->name_view(), worker, op->executor()};
   TraceRecorder* trace = op->trace_op != 0 ? trace_.recorder() : nullptr;
   const std::int64_t start = trace != nullptr ? trace->now() : 0;
@@ -41,7 +41,7 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
       op->fn(ctx, nullptr);
     } catch (...) {
       op->error = std::current_exception();
-      errors_.note(op->error);
+      errors_.raise(op->error, op->name_view(), op->owner);
     }
     if (trace != nullptr) trace_.cpu_op(*op, worker, start, in_flight_.upper_bound());
     finish(op, ready, ran_signal());
@@ -58,10 +58,11 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
     try {
       done(thrown);  // the function failed before completing its op: that is the op's error
     } catch (const Error&) {
-      errors_.note(thrown);  // it failed after completing: not lost, reported by WaitForAll
+      errors_.raise(thrown, op->name_view(), op->owner);  // it failed after completing: not lost, WaitForAll's
     }
   }
-  // The record is ours until release_hold below.
+  // The record is ours until release_hold below, and the op in flight: its error (above) belongs to the WaitForAll
+  // that waits for it.
   if (trace != nullptr) trace_.cpu_op(*op, worker, start, in_flight_.upper_bound());
   release_hold(op);
 }
@@ -69,31 +70,33 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
 void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
   if (error != nullptr) {
     op->error = std::move(error);
-    errors_.note(op->error);
+    errors_.raise(op->error, op->name_view(), op->owner);
   }
   if (t_running.engine == this) {  // completed from inside an op's function: successors join that executor's list
     signal_fences(op, op->error);
     complete_uses(op, *t_running.ready, ran_signal());
-    in_flight_.leave();
     release_hold(op);
     return;
   }
-  // A thread of the user's own. Once leave() retires the op, shutdown() may find nothing in flight while this thread
-  // still reads the engine (leave()'s wake check, the submits below): see ForeignThread. Pool and inline threads need
-  // no such count: their executors' stop() waits for them.
+  // A thread of the user's own. Once release_hold() retires the op, shutdown() may find nothing in flight while this
+  // thread still reads the engine (leave()'s wake check): see ForeignThread. Pool and inline threads need no such
+  // count: their executors' stop() waits for them.
   const ForeignThread foreign(*this);
   TaskList ready;
   signal_fences(op, op->error);
   complete_uses(op, ready, ran_signal());
-  in_flight_.leave();
   while (Task* task = ready.pop_front()) task->executor()->submit(*task);
-  release_hold(op);  // op records are never freed (op_record.h), so this touches no engine memory
+  release_hold(op);
 }
 
+// An async op's successors are granted at its completion, but it stays in flight until its function has returned too
+// (an error it throws after completing belongs to the WaitForAll that waits for it), so the later of the two parties
+// retires it and recycles its record.
 void EngineCore::release_hold(OpRecord* op) noexcept {
-  // acq_rel: the later of the two parties (function return, completion) recycles; its acquire pairs with the other's
-  // release, so the other is done with the record.
-  if (op->holds.fetch_sub(1, std::memory_order_acq_rel) == 1) op->recycle();
+  // acq_rel: the later party's acquire pairs with the other's release, so the other is done with the record.
+  if (op->holds.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  in_flight_.leave();
+  op->recycle();
 }
 
 void EngineCore::finish(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept {
@@ -110,11 +113,12 @@ const VarSignal* EngineCore::skipped_signal(const OpRecord* op) const noexcept {
   return has_streams_ ? &op->requirement : nullptr;
 }
 
-// Gives `var`, used by `use`, the error `error` unless it already has one, and records it for WaitForAll.
-void EngineCore::poison(VarState* var, const VarUse& use, const std::exception_ptr& error) noexcept {
+// Gives `var`, used by `op` through `use`, the error `error` unless it already has one, and records it for WaitForAll.
+void EngineCore::poison(const OpRecord* op, VarState* var, const VarUse& use,
+                        const std::exception_ptr& error) noexcept {
   if (var->error != nullptr) return;
   var->error = error;
-  errors_.poison(vars_.handle(var, use.tag));
+  errors_.poison(vars_.handle(var, use.tag), error, op->owner);
 }
 
 void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept {
@@ -122,7 +126,7 @@ void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* s
   for (std::uint32_t i = 0; i < op->num_uses; ++i) {
     VarUse& use = op->uses[i];
     VarState* var = state_of(use);
-    if (op->error != nullptr && use.access == Access::kWrite && !op->deletes_var) poison(var, use, op->error);
+    if (op->error != nullptr && use.access == Access::kWrite && !op->deletes_var) poison(op, var, use, op->error);
     var->complete(use, signal, granted);
   }
   if (op->deletes_var) vars_.recycle(state_of(op->uses[0]));

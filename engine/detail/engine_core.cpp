@@ -1,5 +1,7 @@
 #include "engine/detail/engine_core.h"
 
+#include <algorithm>
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <string>
@@ -13,6 +15,22 @@ std::atomic<std::uint32_t> g_next_engine_id{1};
 
 // Whether an executor issues ahead (a stream executor): the engine then carries signals. Null entries are skipped here
 // and refused by the constructor.
+// EngineOptions::stall_report_after, or else DEPENGINE_STALL_REPORT (seconds); zero when neither is given.
+std::chrono::milliseconds stall_report_after(std::chrono::milliseconds option) {
+  if (option.count() != 0) {
+    if (option.count() < 0) throw Error("EngineOptions::stall_report_after is negative");
+    return option;
+  }
+  const char* seconds = std::getenv("DEPENGINE_STALL_REPORT");
+  if (seconds == nullptr || *seconds == '\0') return option;
+  char* end = nullptr;
+  const double value = std::strtod(seconds, &end);
+  if (end == seconds || *end != '\0' || !(value > 0) || value > 1e6) {
+    throw Error("DEPENGINE_STALL_REPORT='" + std::string(seconds) + "': expected a number of seconds, above 0");
+  }
+  return std::chrono::milliseconds(std::max<std::int64_t>(1, static_cast<std::int64_t>(value * 1000)));
+}
+
 bool any_issues_ahead(const std::vector<std::unique_ptr<Executor>>& executors) noexcept {
   for (const auto& executor : executors) {
     if (executor != nullptr && executor->issues_ahead()) return true;
@@ -27,6 +45,7 @@ EngineCore::EngineCore(EngineOptions options)
       has_streams_(any_issues_ahead(executors_)),
       vars_(g_next_engine_id.fetch_add(1, std::memory_order_relaxed), has_streams_),  // relaxed: only uniqueness
       tracker_(TrackerOptions{.max_axes = kMaxEngineAxes}),
+      errors_(std::move(options.error_sink)),
       in_flight_(options.max_in_flight, executors_) {
   if (executors_.empty()) throw Error("EngineOptions::executors is empty: an engine needs at least one executor");
   if (options.max_in_flight == 0) throw Error("EngineOptions::max_in_flight must be at least 1");
@@ -41,23 +60,40 @@ EngineCore::EngineCore(EngineOptions options)
                 " (kMaxEngineAxes, the capacity of a wait frontier): give the stream executors fewer devices or fewer "
                 "streams per device (StreamExecutorOptions), or split the devices over several engines");
   }
+  const std::chrono::milliseconds stall_after = stall_report_after(options.stall_report_after);
   internal_.start(*this);
   for (const auto& executor : executors_) executor->start(*this);
   if (const char* path = std::getenv("DEPENGINE_TRACE"); path != nullptr && *path != '\0') {
     start_trace(EngineTrace::env_path(path));
   }
+  if (stall_after.count() > 0) start_stall_watch(stall_after, std::move(options.stall_sink));
+}
+
+void EngineCore::start_stall_watch(std::chrono::milliseconds after, std::function<void(std::string_view)> sink) {
+  if (sink == nullptr) {
+    sink = [](std::string_view report) {
+      std::fprintf(stderr, "depengine: no op completed for a while\n%.*s", static_cast<int>(report.size()),
+                   report.data());
+    };
+  }
+  stall_watch_ = std::make_unique<StallWatch>(
+      after, StallWatch::Probe{.retired = [this] { return std::uint64_t{in_flight_.retired()}; },
+                               .in_flight = [this] { return in_flight_.upper_bound(); },
+                               .report = [this] { return in_flight_report(); },
+                               .sink = std::move(sink)});
 }
 
 EngineCore::~EngineCore() = default;
 
 void EngineCore::shutdown() noexcept {
   in_flight_.wait_for_zero();
+  stall_watch_.reset();
   // acquire: pairs with the release decrement of ~ForeignThread; once it reads 0, every thread that completed or
   // released an op from outside is done with the engine. The wait is short (the tail of a completion or of an
   // executor's submit), so it yields rather than sleeps.
   while (foreign_threads_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   call_hooks();
-  errors_.report_unreported();
+  errors_.sink_unreported();
   if (trace_.on()) {
     try {
       stop_trace();

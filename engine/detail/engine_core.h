@@ -13,7 +13,9 @@
 //   stream_ops.cpp        streams: wait frontiers, parking on the tracker, issue, skip and device completion
 //   fences.cpp            timeline fences: arm the waits, promise at issue, raise or fail at completion
 //   waits.cpp             WaitForVar, WaitForAll, WaitForFence, StopTrace
-//   error_log.{h,cpp}     what WaitForAll and shutdown report
+//   error_log.{h,cpp}     which errors no wait reported yet, and the error sink
+//   in_flight_report.{h,cpp}  what the ops in flight wait for, and wait cycles (Engine::InFlightReport)
+//   stall_watch.{h,cpp}   the thread that prints that report when nothing completes for a while
 //   engine_trace.{h,cpp}  where traces hook in (trace_recorder.{h,cpp} writes the file)
 //   running.h             what the calling thread is running (nested executors, waits from inside ops)
 //
@@ -45,8 +47,10 @@
 #include "engine/detail/engine_trace.h"
 #include "engine/detail/error_log.h"
 #include "engine/detail/in_flight.h"
+#include "engine/detail/in_flight_report.h"
 #include "engine/detail/op_function.h"
 #include "engine/detail/op_record.h"
+#include "engine/detail/stall_watch.h"
 #include "engine/detail/var_table.h"
 #include "engine/engine.h"
 #include "engine/frontier/tracker.h"
@@ -66,6 +70,8 @@ class EngineCore final : public ExecutorHost {
   [[nodiscard]] Executor& executor_at(std::uint32_t index) const;
   // The ops in flight at one moment during the call (Engine::InFlight).
   [[nodiscard]] std::size_t in_flight_now() const noexcept { return in_flight_.now(); }
+  // Engine::InFlightReport (in_flight_report.h).
+  [[nodiscard]] std::string in_flight_report() { return build_in_flight_report(vars_, in_flight_.now()); }
 
   // push.cpp. Push in two halves (see Engine::begin_push): a record for the op, then its variables and publication.
   // push() gives the record back if it throws; abandon() gives back a record whose push is abandoned before that.
@@ -117,10 +123,10 @@ class EngineCore final : public ExecutorHost {
   [[nodiscard]] bool find_input_error(OpRecord* op) const noexcept;
   void finish(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept;
   void complete_uses(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept;
-  void poison(VarState* var, const VarUse& use, const std::exception_ptr& error) noexcept;
+  void poison(const OpRecord* op, VarState* var, const VarUse& use, const std::exception_ptr& error) noexcept;
   [[nodiscard]] const VarSignal* ran_signal() const noexcept;
   [[nodiscard]] const VarSignal* skipped_signal(const OpRecord* op) const noexcept;
-  static void release_hold(OpRecord* op) noexcept;
+  void release_hold(OpRecord* op) noexcept;
 
   // stream_ops.cpp
   void make_ready(OpRecord* op, TaskList& ready) noexcept;
@@ -139,6 +145,7 @@ class EngineCore final : public ExecutorHost {
 
   // engine_core.cpp
   void call_hooks() noexcept;
+  void start_stall_watch(std::chrono::milliseconds after, std::function<void(std::string_view)> sink);
 
   // Immutable after construction.
   std::vector<std::unique_ptr<Executor>> executors_;
@@ -163,6 +170,8 @@ class EngineCore final : public ExecutorHost {
   // raising a fence. Such a thread may run or retire the op and still be inside the engine or an executor afterwards,
   // so shutdown() frees nothing until none is. Written by those threads only, on a line of its own.
   alignas(64) std::atomic<std::uint32_t> foreign_threads_{0};
+  // EngineOptions::stall_report_after; null when off. Stopped by shutdown() once every op has completed.
+  std::unique_ptr<StallWatch> stall_watch_;
 
   // Counts the calling thread in foreign_threads_ for its lifetime.
   class ForeignThread {

@@ -1,47 +1,119 @@
 #include "engine/detail/error_log.h"
 
+#include <algorithm>
+#include <cstddef>
 #include <cstdio>
-#include <exception>
 #include <string>
 #include <utility>
 
 namespace depengine::detail {
 
-void ErrorLog::note(const std::exception_ptr& error) noexcept {
+void ErrorLog::raise(const std::exception_ptr& error, std::string_view op, std::uint64_t owner) noexcept {
   std::lock_guard lock(mutex_);
-  if (first_ == nullptr) first_ = error;
+  const std::size_t recent = std::min(unreported_.size(), kRecentDuplicates);
+  if (std::any_of(unreported_.end() - static_cast<std::ptrdiff_t>(recent), unreported_.end(),
+                  [&](const Entry& entry) { return entry.error == error; })) {
+    return;
+  }
+  try {
+    unreported_.push_back(Entry{error, std::string(op), owner});
+  } catch (...) {  // out of memory: the error still travels with its variables, and a WaitForVar reports it
+  }
 }
 
-void ErrorLog::poison(const Var& var) noexcept {
+void ErrorLog::poison(const Var& var, const std::exception_ptr& error, std::uint64_t owner) noexcept {
   std::lock_guard lock(mutex_);
   try {
-    poisoned_.push_back(var);
+    poisonings_.push_back(Poisoning{var, error, owner});
   } catch (...) {  // out of memory: WaitForAll will not clear this variable's error; a WaitForVar on it still does
   }
 }
 
-void ErrorLog::mark_reported(const std::exception_ptr& error) noexcept {
+void ErrorLog::reported(const std::exception_ptr& error, const Var& var) noexcept {
   std::lock_guard lock(mutex_);
-  if (error == first_) first_reported_ = true;
+  std::erase_if(unreported_, [&](const Entry& entry) { return entry.error == error; });
+  std::erase_if(poisonings_, [&](const Poisoning& poisoning) { return poisoning.var == var; });
 }
 
-ErrorLog::Taken ErrorLog::take() noexcept {
+ErrorLog::Taken ErrorLog::take(std::uint64_t owner) noexcept {
   std::lock_guard lock(mutex_);
-  first_reported_ = false;
-  return {std::exchange(first_, nullptr), std::exchange(poisoned_, {})};
-}
-
-void ErrorLog::report_unreported() noexcept {
-  std::lock_guard lock(mutex_);
-  if (first_ == nullptr || first_reported_) return;
-  std::string what = "unknown exception";
-  try {
-    std::rethrow_exception(first_);
-  } catch (const std::exception& e) {
-    what = e.what();
-  } catch (...) {
+  Taken taken;
+  if (!unreported_.empty()) taken.first = unreported_.front().error;
+  // Partitions move, never allocate: what stays keeps its order, what is taken is moved out.
+  const auto others = std::stable_partition(unreported_.begin(), unreported_.end(), [&](const Entry& entry) {
+    return entry.owner != owner && entry.error != taken.first;
+  });
+  for (auto it = others; it != unreported_.end(); ++it) {
+    if (it->error == taken.first) continue;  // rethrown, not cleared
+    try {
+      taken.unreported.push_back(std::move(*it));
+    } catch (...) {  // out of memory: the sink misses it; the rethrown error still says something failed
+    }
   }
-  std::fprintf(stderr, "depengine: engine destroyed with an error no wait reported: %s\n", what.c_str());
+  unreported_.erase(others, unreported_.end());
+  const auto kept = std::stable_partition(poisonings_.begin(), poisonings_.end(),
+                                          [&](const Poisoning& poisoning) { return poisoning.owner != owner; });
+  try {
+    taken.clear.assign(std::make_move_iterator(kept), std::make_move_iterator(poisonings_.end()));
+  } catch (...) {  // out of memory: those variables keep their errors; WaitForVar on them still clears them
+  }
+  poisonings_.erase(kept, poisonings_.end());
+  return taken;
+}
+
+namespace {
+
+std::string what_of(const std::exception_ptr& error) {
+  try {
+    std::rethrow_exception(error);
+  } catch (const std::exception& e) {
+    return e.what();
+  } catch (...) {
+    return "(an exception not derived from std::exception)";
+  }
+}
+
+}  // namespace
+
+void ErrorLog::sink(std::vector<Entry>& dropped, UnreportedError::When when) noexcept {
+  if (dropped.empty()) return;
+  std::lock_guard lock(sink_mutex_);
+  for (const Entry& entry : dropped) {
+    try {
+      const std::string what = what_of(entry.error);
+      if (sink_ != nullptr) {
+        sink_(UnreportedError{.op = entry.op, .error = entry.error, .what = what, .when = when});
+      } else if (printed_++ < kStderrLines) {
+        std::fprintf(stderr, "depengine: op '%s' failed and no wait reported it (%s): %s\n",
+                     entry.op.empty() ? "(unnamed)" : entry.op.c_str(),
+                     when == UnreportedError::When::kAtShutdown ? "the engine was destroyed"
+                                                                : "a WaitForAll rethrew another error",
+                     what.c_str());
+      }
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "depengine: the error sink threw: %s\n", e.what());
+    } catch (...) {
+      std::fprintf(stderr, "depengine: the error sink threw an exception not derived from std::exception\n");
+    }
+  }
+  dropped.clear();
+}
+
+void ErrorLog::sink_unreported() noexcept {
+  std::vector<Entry> dropped;
+  {
+    std::lock_guard lock(mutex_);
+    poisonings_.clear();
+    dropped.swap(unreported_);
+  }
+  sink(dropped, UnreportedError::When::kAtShutdown);
+  std::lock_guard lock(sink_mutex_);
+  if (sink_ == nullptr && printed_ > kStderrLines) {
+    std::fprintf(stderr,
+                 "depengine: %zu more errors no wait reported were not printed (EngineOptions::error_sink "
+                 "receives every one)\n",
+                 printed_ - kStderrLines);
+  }
 }
 
 }  // namespace depengine::detail

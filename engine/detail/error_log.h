@@ -1,46 +1,89 @@
-// ErrorLog: what WaitForAll and shutdown report — the first error raised since the last WaitForAll, and the variables
-// given an error since then (WaitForAll clears them).
+// ErrorLog: which errors no wait has reported yet, and which variables carry an error that a WaitForAll clears. The
+// bookkeeping behind engine.h's "Errors" rules; the error path and the waits pay for it, a successful op never does.
 //
-// An op's error travels with the variables it mutates (VarState::error); this log only remembers which error came
-// first and where errors were attached, so that WaitForAll can rethrow one and clear all, and so that shutdown can
-// write an error no wait reported to stderr.
+// An op's error travels with the variables it mutates (VarState::error). The log keeps, besides:
+//   - the unreported errors, in the order they were raised, each with its op's name and owner: every error an op
+//     raised (threw, passed to its Completion, got from its stream or from a failed wait fence) until a wait rethrows
+//     it or the error sink receives it;
+//   - the poisonings: which variable an op attached which error to, and that op's owner.
+// An op's owner is the thread that pushed it, or for an op pushed from inside a running op, that op's owner: so the
+// ops a user thread pushes, directly or through the ops it pushed, are that thread's.
 //
-// Thread safety: every member from any thread, under one mutex (errors are the slow path). Allocation: poison() may
-// grow the list of poisoned variables.
+// What each wait does with it (engine.h, "Errors"):
+//   - WaitForVar(v) rethrows v's error: reported() drops every unreported entry of that error, and unpoisoned() the
+//     variable's poisonings (its error is cleared).
+//   - WaitForAll() on thread T: take(T) hands out the first unreported error (rethrown; any owner's), T's other
+//     unreported errors (cleared without being rethrown: the error sink's), and T's poisonings (the variables it
+//     clears). Other threads' poisonings stay: their own waits still find their errors.
+//   - ~Engine(): every unreported error goes to the sink.
+// The sink is EngineOptions::error_sink, or by default a line on stderr for each of the first kStderrLines errors and
+// one line at shutdown counting the rest.
+// An error raised twice (a failed stream's error reaches every op queued on it) is kept once while it stays among the
+// last few raised, and reported() drops every copy, so a wait's report is never repeated by WaitForAll.
+//
+// Thread safety: every member from any thread, under one mutex (errors are the slow path). Allocation: raise() and
+// poison() grow lists; when memory runs out the entry is dropped, which only makes a later wait report less.
 #pragma once
 
+#include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <mutex>
+#include <string>
+#include <string_view>
+#include <utility>
 #include <vector>
 
+#include "engine/errors.h"
 #include "engine/var.h"
 
 namespace depengine::detail {
 
 class ErrorLog {
  public:
-  // What WaitForAll takes: the first error since the last take(), and the variables poisoned since.
+  static constexpr std::size_t kStderrLines = 16;
+
+  // `sink`: EngineOptions::error_sink (null: the default, on stderr).
+  explicit ErrorLog(ErrorSink sink) noexcept : sink_(std::move(sink)) {}
+
+  struct Entry {
+    std::exception_ptr error;
+    std::string op;  // the op's name; empty when it had none
+    std::uint64_t owner = 0;
+  };
+  struct Poisoning {
+    Var var;
+    std::exception_ptr error;  // what the op attached: a clear takes the variable's error only if it is still this
+    std::uint64_t owner = 0;
+  };
+  // What WaitForAll on one thread takes (see above).
   struct Taken {
-    std::exception_ptr first;
-    std::vector<Var> poisoned;
+    std::exception_ptr first;       // to rethrow; null when every error was reported
+    std::vector<Entry> unreported;  // the owner's other unreported errors: for the sink
+    std::vector<Poisoning> clear;   // the owner's poisonings
   };
 
-  // Records `error` as the first one, unless one is already recorded.
-  void note(const std::exception_ptr& error) noexcept;
-  // Records that `var` was given an error (WaitForAll clears it).
-  void poison(const Var& var) noexcept;
-  // A WaitForVar rethrew `error`: if it is the first one, shutdown need not report it.
-  void mark_reported(const std::exception_ptr& error) noexcept;
-  // Takes and clears both, for WaitForAll.
-  [[nodiscard]] Taken take() noexcept;
-  // At shutdown: writes the first error to stderr unless a wait reported it.
-  void report_unreported() noexcept;
+  // Records an error an op raised, unless it is one of the last few unreported ones already.
+  void raise(const std::exception_ptr& error, std::string_view op, std::uint64_t owner) noexcept;
+  // Records that an op of `owner` attached `error` to `var`.
+  void poison(const Var& var, const std::exception_ptr& error, std::uint64_t owner) noexcept;
+  // A WaitForVar rethrew `error`, which it cleared from `var`.
+  void reported(const std::exception_ptr& error, const Var& var) noexcept;
+  [[nodiscard]] Taken take(std::uint64_t owner) noexcept;
+  // Hands `dropped` to the sink, one call each.
+  void sink(std::vector<Entry>& dropped, UnreportedError::When when) noexcept;
+  // At shutdown: hands every unreported error to the sink (and counts those the default sink did not print).
+  void sink_unreported() noexcept;
 
  private:
+  static constexpr std::size_t kRecentDuplicates = 8;  // how far back raise() looks for the same error
+
+  const ErrorSink sink_;
+  std::mutex sink_mutex_;    // held around calls of the sink (never concurrent); taken before mutex_, never within
+  std::size_t printed_ = 0;  // errors the default sink wrote or counted; guarded by sink_mutex_
   std::mutex mutex_;
-  std::exception_ptr first_;     // guarded by mutex_
-  bool first_reported_ = false;  // a WaitForVar rethrew first_ (so shutdown need not); guarded by mutex_
-  std::vector<Var> poisoned_;    // guarded by mutex_
+  std::vector<Entry> unreported_;      // guarded by mutex_; in raise order
+  std::vector<Poisoning> poisonings_;  // guarded by mutex_
 };
 
 }  // namespace depengine::detail

@@ -42,6 +42,11 @@ class InFlight {
   // Counts one op out (retired), and wakes the threads waiting for the level now reached.
   void leave() noexcept;
 
+  // Ops retired so far: a count of progress (the stall watch).
+  [[nodiscard]] std::size_t retired() const noexcept {
+    // relaxed: a count compared with itself over time; nothing is read through it.
+    return retired_.load(std::memory_order_relaxed);
+  }
   // An upper bound of the ops in flight during the call (what waits rely on: never too low).
   [[nodiscard]] std::size_t upper_bound() const noexcept;
   // The ops in flight at one moment during the call (Engine::InFlight); see the definition for the rare fallback.

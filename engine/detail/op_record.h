@@ -70,8 +70,8 @@ struct OpRecord final : Task, OpNode {
   static constexpr std::uint32_t kKeptVars = 64;
 
   // Called by the pusher on a record taken from the pool: lines 0 and 2.
-  void prepare(EngineCore* owner, Executor* runs_on, std::int32_t urgency) noexcept {
-    engine = owner;
+  void prepare(EngineCore* pusher_engine, Executor* runs_on, std::int32_t urgency) noexcept {
+    engine = pusher_engine;
     executor_ = runs_on;
     priority_ = urgency;
     device_ = 0;
@@ -137,6 +137,7 @@ struct OpRecord final : Task, OpNode {
   bool waits_fences = false;    // wait_fences holds the op's wait fences (else it is stale)
   bool signals_fences = false;  // signal_fences holds the op's signal fences (else it is stale)
   bool named = false;           // name holds the op's name (else it is stale)
+  std::uint64_t owner = 0;      // the thread whose op this is (error_log.h): read only on the error path
 
   // Lines 3 to 5.
   alignas(64) VarUse inline_uses[kInlineVars];
@@ -177,7 +178,8 @@ struct OpRecord final : Task, OpNode {
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"
 static_assert(offsetof(OpRecord, engine) + sizeof(EngineCore*) <= 64, "line 0: the bases and engine");
 static_assert(offsetof(OpRecord, fn) == 64 && sizeof(OpFunction) == 64, "line 1: the function alone");
-static_assert(offsetof(OpRecord, error) == 128 && offsetof(OpRecord, named) < 192, "line 2: the op's state");
+static_assert(offsetof(OpRecord, error) == 128 && offsetof(OpRecord, owner) + sizeof(std::uint64_t) <= 192,
+              "line 2: the op's state");
 static_assert(offsetof(OpRecord, inline_uses) == 192 && sizeof(OpRecord::inline_uses) == 192, "lines 3-5: uses");
 static_assert(offsetof(OpRecord, holds) == 384 && offsetof(OpRecord, ticket) < 448, "line 6: the async holders");
 static_assert(offsetof(OpRecord, name) == 448 && sizeof(OpName) <= 64, "line 7: the name alone");

@@ -109,6 +109,7 @@ OpRecord* EngineCore::record_for(Executor* executor, const PushOptions& options,
   op->no_skip = options.no_skip;
   op->deletes_var = false;
   op->internal = false;
+  op->owner = current_owner();
   if (trace_.on() && executor != &internal_) op->trace_op = TraceRecorder::next_op();
   return op;
 }

@@ -49,7 +49,7 @@ void EngineCore::take_input_error(OpRecord* op, const std::exception_ptr& error)
     if (op->internal) {
       var->error = error;  // a wait or a clearing op: it takes the error from the variable itself
     } else {
-      poison(var, use, error);
+      poison(op, var, use, error);
     }
   }
   if (!op->no_skip && op->error == nullptr) op->error = error;
@@ -63,7 +63,7 @@ bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry s
   }
   if (op->trace_op != 0) trace_.stream_issue(*op, signal.axis);
   {
-    const RunningScope running(this, &ready);
+    const RunningScope running(this, &ready, op->owner);
     RunContext ctx{op->name_view(), -1, op->executor()};
     ctx.stream = &where;
     ctx.waits = &op->requirement;
@@ -71,7 +71,7 @@ bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry s
       op->fn(ctx, nullptr);
     } catch (...) {  // the op failed while issuing: its error, attached to what it mutates; its work may be enqueued
       op->error = std::current_exception();
-      errors_.note(op->error);
+      errors_.raise(op->error, op->name_view(), op->owner);
     }
   }
   op->issued_at = signal;
@@ -84,7 +84,7 @@ bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry s
 
 void EngineCore::skip(Task& task, std::exception_ptr error, TaskList& ready) noexcept {
   OpRecord* op = static_cast<OpRecord*>(&task);
-  errors_.note(error);  // a new error (bad placement), or the failed stream's, already noted (the first one stays)
+  errors_.raise(error, op->name_view(), op->owner);  // a new error (bad placement), or the failed stream's again
   if (op->error == nullptr) op->error = std::move(error);
   finish(op, ready, skipped_signal(op));
 }
@@ -95,10 +95,12 @@ void EngineCore::complete_issued(Task& task, std::exception_ptr error) noexcept 
     // The variables it mutates were released at issue and may be in use, so the error is not attached to them here:
     // it reaches their later users through the failed axis on the tracker (take_input_error). Recorded for
     // WaitForAll, whose clearing op on each of them then finds it the same way.
-    errors_.note(error);
+    errors_.raise(error, op->name_view(), op->owner);
     for (std::uint32_t i = 0; i < op->num_uses; ++i) {
       const VarUse& use = op->uses[i];
-      if (use.access == Access::kWrite && !op->deletes_var) errors_.poison(vars_.handle(state_of(use), use.tag));
+      if (use.access == Access::kWrite && !op->deletes_var) {
+        errors_.poison(vars_.handle(state_of(use), use.tag), error, op->owner);
+      }
     }
   }
   signal_fences(op, error != nullptr ? error : op->error);

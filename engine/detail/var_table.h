@@ -64,6 +64,13 @@ class VarTable {
   [[nodiscard]] VarState* checked(const Var& var, const char* api) const;
   // Returns an idle variable's slot (its DeleteVariable op has retired) to the free list.
   void recycle(VarState* var) noexcept;
+  // Calls visit(VarState&) for every slot, free or not, holding the table's mutex (no variable is made meanwhile).
+  // The slow path of reports; visit may lock the variable (the table's mutex is never taken under a variable's lock).
+  template <class Visit>
+  void for_each(Visit&& visit) {
+    std::lock_guard lock(mutex_);
+    for (VarState& var : vars_) visit(var);
+  }
 
  private:
   const std::uint32_t engine_id_;  // never reused in the process (see Var)

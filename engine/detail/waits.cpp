@@ -38,7 +38,7 @@ void EngineCore::wait_for_var(Var var) {
                }));
   help_until(done, in_flight_);
   if (error != nullptr) {
-    errors_.mark_reported(error);
+    errors_.reported(error, var);
     std::rethrow_exception(error);
   }
 }
@@ -46,19 +46,25 @@ void EngineCore::wait_for_var(Var var) {
 void EngineCore::wait_for_all() {
   forbid_inside_op("WaitForAll");
   in_flight_.wait_for_zero();
-  ErrorLog::Taken taken = errors_.take();
-  // Clear the variables' errors in push order, so ops pushed meanwhile by other threads see a consistent state.
-  for (const Var& var : taken.poisoned) {
+  ErrorLog::Taken taken = errors_.take(current_owner());
+  // Clear the errors this thread's ops attached, in push order, so ops pushed meanwhile by other threads see a
+  // consistent state. A variable that carries another error by then (a WaitForVar cleared ours, another thread's op
+  // attached its own) keeps it.
+  for (const ErrorLog::Poisoning& poisoning : taken.clear) {
+    const Var& var = poisoning.var;
     // relaxed: an early filter for variables deleted since; push re-checks under the lock.
     if (var.state_->generation.load(std::memory_order_relaxed) != var.generation_) continue;
     VarState* state = var.state_;
     try {
-      push_sync_op(state, var.generation_, OpFunction::make<false>([state] { state->error = nullptr; }));
+      push_sync_op(state, var.generation_, OpFunction::make<false>([state, error = poisoning.error] {
+                     if (state->error == error) state->error = nullptr;
+                   }));
     } catch (const Error&) {
       // deleted concurrently: nothing left to clear
     }
   }
-  if (!taken.poisoned.empty()) in_flight_.wait_for_zero();
+  if (!taken.clear.empty()) in_flight_.wait_for_zero();
+  errors_.sink(taken.unreported, UnreportedError::When::kClearedByWaitForAll);
   if (taken.first != nullptr) std::rethrow_exception(taken.first);
 }
 

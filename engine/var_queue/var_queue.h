@@ -105,6 +105,12 @@ class VarQueue {
   // True while no op uses or waits for the variable. Requires lock() held, or quiescence.
   [[nodiscard]] bool idle_locked() const noexcept { return head_ == nullptr && running_reads_ == 0; }
 
+  // For a report of what ops wait for (the engine's in-flight report), with lock() held: the reads granted and not
+  // yet completed (they have left the list), and the first waiting use, the list linked through VarUse::next. The
+  // first is granted, and so holds the variable, when it is a write or sync use and no read is running.
+  [[nodiscard]] std::int32_t running_reads_locked() const noexcept { return running_reads_; }
+  [[nodiscard]] const VarUse* head_locked() const noexcept { return head_; }
+
   // Returns an idle queue to its initial state (version 0), for a new variable that reuses it. Requires
   // idle_locked() and no concurrent append or complete (the engine recycles a slot only after its last op).
   void reset_idle() noexcept {

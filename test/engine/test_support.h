@@ -183,4 +183,40 @@ class StderrCapture {
   int saved_ = -1;
 };
 
+// Collects what an engine's error sink (EngineOptions::error_sink) receives. Must outlive the engine it is attached to.
+class SinkLog {
+ public:
+  struct Received {
+    int id;  // the OpFailure's id; -1 for another exception type
+    std::string op;
+    std::string what;
+    UnreportedError::When when;
+  };
+
+  // `options` with the sink set to this log.
+  [[nodiscard]] EngineOptions attach(EngineOptions options) {
+    options.error_sink = [this](const UnreportedError& error) {
+      const int id = thrown_id([&] { std::rethrow_exception(error.error); });
+      std::lock_guard lock(mutex_);
+      received_.push_back(Received{id, std::string(error.op), std::string(error.what), error.when});
+    };
+    return options;
+  }
+
+  [[nodiscard]] std::vector<Received> received() const {
+    std::lock_guard lock(mutex_);
+    return received_;
+  }
+  // The ids received, in order.
+  [[nodiscard]] std::vector<int> ids() const {
+    std::vector<int> out;
+    for (const Received& error : received()) out.push_back(error.id);
+    return out;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<Received> received_;  // guarded by mutex_
+};
+
 }  // namespace depengine::test

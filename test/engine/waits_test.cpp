@@ -162,7 +162,7 @@ TEST_CASE("waits called from inside an op throw Error instead of hanging", "[eng
       // An Error that escapes the op is the op's error like any other.
       engine.Push([&] { engine.WaitForAll(); }, {}, {other});
       CHECK_THROWS_AS(engine.WaitForVar(other), Error);
-      CHECK_THROWS_AS(engine.WaitForAll(), Error);
+      CHECK_NOTHROW(engine.WaitForAll());  // the one error was reported by WaitForVar
       for (const Outcome* outcome : {&sync_op, &async_op, &deleter}) {
         if (outcome == &async_op && !factory.takes_async) continue;
         CHECK(outcome->wait_var_own);

@@ -198,7 +198,7 @@ TEST_CASE("a device failure fails the timelines its op signals, and their waiter
   }
   CHECK(cause(var_error) == 7);  // the CPU waiter was skipped, passing the failure on to what it mutates
   CHECK_FALSE(cpu_ran.load(std::memory_order_relaxed));
-  CHECK_THROWS_AS(engine.WaitForAll(), StreamError);
+  CHECK_NOTHROW(engine.WaitForAll());  // the waits above reported the one failure
 }
 
 }  // namespace

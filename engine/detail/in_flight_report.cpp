@@ -1,0 +1,202 @@
+#include "engine/detail/in_flight_report.h"
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <functional>
+#include <string_view>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "engine/detail/op_record.h"
+
+namespace depengine::detail {
+namespace {
+
+constexpr std::size_t kMaxListedVars = 32;  // variables named in full; the rest are counted
+
+// An op as the report saw it: copied under the lock of a variable it waits in.
+struct SeenOp {
+  std::string label;                  // "op #3 'forward'" or "op #3"; WaitForVar's and WaitForAll's own ops say so
+  std::vector<Fence> unreached;       // wait fences not reached when seen
+  std::vector<Fence> signals;         // signal fences
+  std::vector<std::size_t> waits_on;  // ops (indices) it waits for
+  std::vector<std::string> why;       // per entry of waits_on: "waits on v3 behind ", to be followed by its label
+};
+
+struct SeenVar {
+  std::uint32_t slot;
+  std::int32_t running_reads;
+  std::vector<std::pair<std::size_t, Access>> uses;  // ops (indices) in queue order; the first may hold it
+};
+
+std::string fence_text(const Fence& fence) {
+  char text[96];
+  std::snprintf(text, sizeof text, "fence (timeline %p, value %llu; at %llu)", static_cast<const void*>(fence.timeline),
+                static_cast<unsigned long long>(fence.value), static_cast<unsigned long long>(fence.timeline->query()));
+  return text;
+}
+
+const char* access_text(Access access) {
+  switch (access) {
+    case Access::kRead:
+      return "read";
+    case Access::kWrite:
+      return "write";
+    case Access::kSync:
+      return "wait";
+  }
+  return "?";
+}
+
+class Builder {
+ public:
+  void visit(VarState& var) {
+    var.lock();
+    const VarUse* head = var.head_locked();
+    const std::int32_t reads = var.running_reads_locked();
+    if (head != nullptr) {
+      SeenVar seen{var.slot, reads, {}};
+      for (const VarUse* use = head; use != nullptr; use = use->next) {
+        seen.uses.emplace_back(see(static_cast<const OpRecord*>(use->op)), use->access);
+      }
+      vars_.push_back(std::move(seen));
+    }
+    var.unlock();
+  }
+
+  std::string finish(std::size_t in_flight) {
+    draw_edges();
+    std::string out = "depengine: " + std::to_string(in_flight) + " ops in flight; " + std::to_string(vars_.size()) +
+                      " variables with ops waiting\n";
+    for (std::size_t i = 0; i < vars_.size() && i < kMaxListedVars; ++i) out += var_line(vars_[i]);
+    if (vars_.size() > kMaxListedVars) {
+      out += "  ... and " + std::to_string(vars_.size() - kMaxListedVars) + " more variables\n";
+    }
+    for (const SeenOp& op : ops_) {
+      for (const Fence& fence : op.unreached) out += "  " + op.label + " waits for " + fence_text(fence) + "\n";
+    }
+    out += cycle_text();
+    return out;
+  }
+
+ private:
+  std::size_t see(const OpRecord* op) {
+    const auto [it, fresh] = index_.try_emplace(op, ops_.size());
+    if (!fresh) return it->second;
+    SeenOp seen;
+    seen.label = "op #" + std::to_string(ops_.size() + 1);
+    if (op->internal) {
+      seen.label += " (a wait of the engine's own: WaitForVar or WaitForAll)";
+    } else if (!op->name_view().empty()) {
+      seen.label += " '" + std::string(op->name_view()) + "'";
+    }
+    if (op->waits_fences) {
+      for (const Fence& fence : op->wait_fences) {
+        if (fence.timeline->query() < fence.value) seen.unreached.push_back(fence);
+      }
+    }
+    if (op->signals_fences) seen.signals.assign(op->signal_fences.begin(), op->signal_fences.end());
+    ops_.push_back(std::move(seen));
+    return it->second;
+  }
+
+  void draw_edges() {
+    for (const SeenVar& var : vars_) {
+      for (std::size_t i = 1; i < var.uses.size(); ++i) {
+        add_edge(var.uses[i].first, var.uses[i - 1].first, "waits on v" + std::to_string(var.slot) + " behind ");
+      }
+    }
+    for (SeenOp& waiter : ops_) {
+      for (const Fence& fence : waiter.unreached) {
+        for (std::size_t j = 0; j < ops_.size(); ++j) {
+          const std::vector<Fence>& signals = ops_[j].signals;
+          if (std::any_of(signals.begin(), signals.end(), [&](const Fence& signal) {
+                return signal.timeline == fence.timeline && signal.value >= fence.value;
+              })) {
+            add_edge(static_cast<std::size_t>(&waiter - ops_.data()), j,
+                     "waits for " + fence_text(fence) + ", which is signalled by ");
+          }
+        }
+      }
+    }
+  }
+
+  void add_edge(std::size_t from, std::size_t to, std::string why) {
+    ops_[from].waits_on.push_back(to);
+    ops_[from].why.push_back(std::move(why));
+  }
+
+  std::string var_line(const SeenVar& var) const {
+    std::string line = "  v" + std::to_string(var.slot) + ": ";
+    std::size_t first_waiting = 0;
+    if (var.running_reads > 0) {
+      line += std::to_string(var.running_reads) + " reads running";
+    } else if (var.uses.front().second != Access::kRead) {
+      line += "held by " + ops_[var.uses.front().first].label + " (" + access_text(var.uses.front().second) + ")";
+      first_waiting = 1;
+    }
+    if (first_waiting < var.uses.size()) {
+      line += first_waiting == 0 && var.running_reads == 0 ? "waiting: " : "; waiting: ";
+      for (std::size_t i = first_waiting; i < var.uses.size(); ++i) {
+        if (i > first_waiting) line += ", ";
+        line += ops_[var.uses[i].first].label + " (" + access_text(var.uses[i].second) + ")";
+      }
+    }
+    return line + "\n";
+  }
+
+  // The first cycle of the wait-for graph, by depth-first search, in words; empty when there is none.
+  std::string cycle_text() const {
+    enum class Mark : std::uint8_t { kNew, kOnPath, kDone };
+    std::vector<Mark> marks(ops_.size(), Mark::kNew);
+    std::vector<std::pair<std::size_t, std::size_t>> path;  // (op, index of the edge taken next)
+    for (std::size_t root = 0; root < ops_.size(); ++root) {
+      if (marks[root] != Mark::kNew) continue;
+      path.emplace_back(root, 0);
+      marks[root] = Mark::kOnPath;
+      while (!path.empty()) {
+        auto& [op, edge] = path.back();
+        if (edge == ops_[op].waits_on.size()) {
+          marks[op] = Mark::kDone;
+          path.pop_back();
+          continue;
+        }
+        const std::size_t next = ops_[op].waits_on[edge++];
+        if (marks[next] == Mark::kOnPath) return describe_cycle(path, next);
+        if (marks[next] == Mark::kNew) {
+          marks[next] = Mark::kOnPath;
+          path.emplace_back(next, 0);
+        }
+      }
+    }
+    return {};
+  }
+
+  std::string describe_cycle(const std::vector<std::pair<std::size_t, std::size_t>>& path, std::size_t start) const {
+    std::string out = "  a wait cycle (these ops can never run):\n";
+    bool in_cycle = false;
+    for (const auto& [op, edge] : path) {
+      in_cycle = in_cycle || op == start;
+      if (!in_cycle) continue;
+      const std::size_t to = ops_[op].waits_on[edge - 1];
+      out += "    " + ops_[op].label + " " + ops_[op].why[edge - 1] + ops_[to].label + "\n";
+    }
+    return out;
+  }
+
+  std::vector<SeenOp> ops_;
+  std::unordered_map<const OpRecord*, std::size_t> index_;
+  std::vector<SeenVar> vars_;
+};
+
+}  // namespace
+
+std::string build_in_flight_report(VarTable& vars, std::size_t in_flight) {
+  Builder builder;
+  vars.for_each([&builder](VarState& var) { builder.visit(var); });
+  return builder.finish(in_flight);
+}
+
+}  // namespace depengine::detail

@@ -1,0 +1,143 @@
+// Engine::InFlightReport and the stall watch (engine.h; engine/detail/in_flight_report.h, stall_watch.h): a hang of
+// the user's making is named — the ops, and the fence or variable each waits on — on every executor.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <mutex>
+#include <string>
+#include <string_view>
+
+#include "engine/engine.h"
+#include "test/engine/test_support.h"
+#include "test/executors/executor_factories.h"
+
+namespace depengine::test {
+namespace {
+
+// Submit-before-wait gone wrong: `waiter` holds v and waits on t; the op that signals t queued behind it on v.
+TEST_CASE("the in-flight report names a wait cycle through a fence and a variable", "[engine][report][fences]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("wait cycle on " + factory.name);
+      Engine engine(factory.options());
+      Timeline t;
+      const Var v = engine.NewVariable(), unrelated = engine.NewVariable();
+      std::atomic<int> ran{0};
+      auto count = [&ran] { ran.fetch_add(1, std::memory_order_relaxed); };
+      engine.Push(count, {}, {v}, {.name = "waiter", .wait_fences = {{&t, 1}}});
+      engine.Push(count, {}, {v}, {.name = "signaller", .signal_fences = {{&t, 1}}});
+      engine.Push(count, {v}, {unrelated}, {.name = "bystander"});
+      const std::string report = engine.InFlightReport();
+      CAPTURE(report);
+      CHECK_THAT(report, Catch::Contains("3 ops in flight"));
+      CHECK_THAT(report, Catch::Contains("held by op #1 'waiter' (write); waiting: op #2 'signaller' (write), op #3 "
+                                         "'bystander' (read)"));
+      CHECK_THAT(report, Catch::Contains("a wait cycle"));
+      CHECK_THAT(report, Catch::Contains("'waiter' waits for fence (timeline "));
+      CHECK_THAT(report, Catch::Contains("value 1; at 0), which is signalled by op #2 'signaller'"));
+      CHECK_THAT(report, Catch::Contains("'signaller' waits on v0 behind op #1 'waiter'"));
+      CHECK(ran.load() == 0);
+      t.signal_external(1);  // the user's way out: the ops run, and the engine can be destroyed
+      engine.WaitForAll();
+      CHECK(ran.load() == 3);
+      CHECK_THAT(engine.InFlightReport(), !Catch::Contains("cycle") && Catch::Contains("0 ops in flight"));
+    }
+  }
+}
+
+// The same cycle through an op of another thread: the signaller waits behind an op that waits behind the waiter.
+TEST_CASE("the in-flight report follows a cycle across several variables", "[engine][report][fences]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("long wait cycle on " + factory.name);
+      Engine engine(factory.options());
+      Timeline t;
+      const Var v = engine.NewVariable(), w = engine.NewVariable();
+      engine.Push([] {}, {}, {v}, {.name = "waiter", .wait_fences = {{&t, 1}}});
+      engine.Push([] {}, {v}, {w}, {.name = "middle"});
+      engine.Push([] {}, {}, {w}, {.name = "signaller", .signal_fences = {{&t, 2}}});
+      const std::string report = engine.InFlightReport();
+      CAPTURE(report);
+      CHECK_THAT(report, Catch::Contains("'waiter' waits for fence"));
+      CHECK_THAT(report, Catch::Contains("which is signalled by op #3 'signaller'"));
+      CHECK_THAT(report, Catch::Contains("'signaller' waits on v1 behind op #2 'middle'"));
+      CHECK_THAT(report, Catch::Contains("'middle' waits on v0 behind op #1 'waiter'"));
+      t.signal_external(1);
+      engine.WaitForAll();
+    }
+  }
+}
+
+TEST_CASE("an op waiting on a fence nobody signals is reported without a cycle", "[engine][report][fences]") {
+  const ExecutorFactory& factory = executor_factories().front();
+  Watchdog watchdog("no cycle");
+  Engine engine(factory.options());
+  Timeline t;
+  const Var v = engine.NewVariable();
+  engine.Push([] {}, {}, {v}, {.name = "stuck", .wait_fences = {{&t, 5}}});
+  engine.Push([] {}, {v}, {});
+  const std::string report = engine.InFlightReport();
+  CAPTURE(report);
+  CHECK_THAT(report, Catch::Contains("op #1 'stuck' waits for fence (timeline "));
+  CHECK_THAT(report, Catch::Contains("value 5; at 0)"));
+  CHECK_THAT(report, Catch::Contains("waiting: op #2 (read)"));
+  CHECK_THAT(report, !Catch::Contains("cycle"));
+  t.signal_external(5);
+  engine.WaitForAll();
+}
+
+TEST_CASE("the stall watch hands the report to its sink when nothing completes, once per stall", "[engine][report]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("stall watch on " + factory.name);
+      std::mutex mutex;
+      std::string reports;  // guarded by mutex
+      int count = 0;        // guarded by mutex
+      EngineOptions options = factory.options();
+      options.stall_report_after = std::chrono::milliseconds(20);
+      options.stall_sink = [&](std::string_view report) {
+        std::lock_guard lock(mutex);
+        reports += report;
+        ++count;
+      };
+      Engine engine(std::move(options));
+      Timeline t;
+      const Var v = engine.NewVariable();
+      engine.Push([] {}, {}, {v}, {.name = "waiter", .wait_fences = {{&t, 1}}});
+      engine.Push([] {}, {}, {v}, {.name = "signaller", .signal_fences = {{&t, 1}}});
+      REQUIRE(wait_until([&] {
+        std::lock_guard lock(mutex);
+        return count > 0;
+      }));
+      {
+        std::lock_guard lock(mutex);
+        CHECK_THAT(reports, Catch::Contains("a wait cycle") && Catch::Contains("'signaller' waits on v0 behind"));
+      }
+      // Five more periods pass (the test waits for the clock here, not for a thread): still one report for this stall.
+      (void)wait_until([] { return false; }, std::chrono::milliseconds(100));
+      {
+        std::lock_guard lock(mutex);
+        CHECK(count == 1);
+      }
+      // Progress ends the stall; the next one is reported again.
+      const Var other = engine.NewVariable();
+      engine.Push([] {}, {}, {other});
+      engine.WaitForVar(other);
+      CHECK(wait_until([&] {
+        std::lock_guard lock(mutex);
+        return count == 2;
+      }));
+      t.signal_external(1);
+      engine.WaitForAll();
+    }
+  }
+}
+
+TEST_CASE("a bad stall-report setting is refused with a message", "[engine][report][misuse]") {
+  EngineOptions options = executor_factories().front().options();
+  options.stall_report_after = std::chrono::milliseconds(-1);
+  CHECK_THROWS_WITH(Engine(std::move(options)), Catch::Contains("stall_report_after is negative"));
+}
+
+}  // namespace
+}  // namespace depengine::test
