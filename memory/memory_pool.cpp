@@ -26,6 +26,15 @@ bool complete(const DeathFrontier& death, const Tracker* tracker) noexcept {
   return death.empty() || (tracker != nullptr && tracker->satisfied(death));
 }
 
+// Whether the users of `death` may yet complete: each entry not complete is on an axis still open. One on a failed or
+// retired axis never completes, and waiting for it would only fail at once.
+bool can_complete(const DeathFrontier& death, const Tracker& tracker) {
+  for (const FrontierEntry& entry : death.entries()) {
+    if (tracker.completed(entry.axis) < entry.epoch && tracker.error(entry.axis) != nullptr) return false;
+  }
+  return true;
+}
+
 }  // namespace
 
 MemoryPool::StuckWaiter::StuckWaiter(MemoryPool* owner) noexcept
@@ -109,7 +118,7 @@ std::optional<PoolBlock> MemoryPool::acquire(std::size_t bytes, std::size_t alig
     reused = take_reusable_locked(size_class, view, waits);
     if (reused) {
       note_in_use_locked(block_bytes);
-    } else if (make_room_locked(block_bytes, view, trim)) {
+    } else if (make_room_locked(block_bytes, view, trim, nullptr) == Room::kMade) {
       grow = true;
       note_fresh_locked(block_bytes);
     } else {
@@ -177,17 +186,34 @@ std::optional<MemoryPool::FreeBlock> MemoryPool::take_reusable_locked(unsigned s
   return take(best);
 }
 
-// Whether `bytes` more fit under the limit, after trimming (into `trim`, oldest first) free blocks of any class whose
-// users are complete. Trims nothing when even that would not make room.
-bool MemoryPool::make_room_locked(std::size_t bytes, const AcquireView& view, std::vector<PoolBlock>& trim) {
-  if (stats_.bytes_held + bytes <= limit_) return true;
+// Whether `bytes` more fit under the limit (kMade), after trimming (into `trim`, oldest first) free blocks of any class
+// whose users are complete. Trims nothing when even that would not make room. A refusal is kOnceComplete when it is
+// for want of completions alone: the free blocks whose users still run (on axes still open) would make room once
+// complete; `running`, if not null, then receives the death frontier of one of them, taken in the same scan of the
+// tracker that refused, so the caller can wait for exactly what refused it (see serve_locked). Otherwise kNone: room
+// needs a release (or reclaim_tainted()) as well.
+MemoryPool::Room MemoryPool::make_room_locked(std::size_t bytes, const AcquireView& view, std::vector<PoolBlock>& trim,
+                                              DeathFrontier* running) {
+  if (stats_.bytes_held + bytes <= limit_) return Room::kMade;
   std::size_t trimmable = 0;
+  std::size_t free_bytes = 0;
+  const FreeBlock* blocker = nullptr;
   for (unsigned c = 0; c < kClasses; ++c) {
     for (const FreeBlock& block : free_[c]) {
-      if (complete(block.death, view.tracker)) trimmable += class_bytes(c);
+      free_bytes += class_bytes(c);
+      if (complete(block.death, view.tracker)) {
+        trimmable += class_bytes(c);
+      } else if (blocker == nullptr && view.tracker != nullptr && can_complete(block.death, *view.tracker)) {
+        blocker = &block;
+      }
     }
   }
-  if (stats_.bytes_held - trimmable + bytes > limit_) return false;
+  if (stats_.bytes_held - trimmable + bytes > limit_) {
+    // Held bytes that no completion frees: in use and tainted.
+    if (blocker == nullptr || stats_.bytes_held - free_bytes + bytes > limit_) return Room::kNone;
+    if (running != nullptr) *running = blocker->death;
+    return Room::kOnceComplete;
+  }
   for (unsigned c = 0; c < kClasses && stats_.bytes_held + bytes > limit_; ++c) {
     std::vector<FreeBlock>& list = free_[c];
     const std::size_t size = class_bytes(c);
@@ -202,7 +228,7 @@ bool MemoryPool::make_room_locked(std::size_t bytes, const AcquireView& view, st
       ++stats_.trimmed;
     }
   }
-  return true;
+  return Room::kMade;
 }
 
 void MemoryPool::note_in_use_locked(std::size_t bytes) noexcept {
@@ -275,8 +301,10 @@ void MemoryPool::reserve(std::size_t bytes, std::size_t alignment, ReserveWaiter
 }
 
 // A block of `size_class` for a reservation: a free one of the class whatever its death frontier (the holder waits for
-// it), preferring one already complete; else room for a fresh one (out.data null). False when neither.
-bool MemoryPool::try_reserve_locked(unsigned size_class, FreeBlock& out, std::vector<PoolBlock>& trim) {
+// it), preferring one already complete; else room for a fresh one (out.data null). kMade when granted; otherwise why
+// not, as make_room_locked() says (`running` as there).
+MemoryPool::Room MemoryPool::try_reserve_locked(unsigned size_class, FreeBlock& out, std::vector<PoolBlock>& trim,
+                                                DeathFrontier* running) {
   std::vector<FreeBlock>& list = free_[size_class];
   const std::size_t bytes = class_bytes(size_class);
   if (!list.empty()) {
@@ -293,42 +321,49 @@ bool MemoryPool::try_reserve_locked(unsigned size_class, FreeBlock& out, std::ve
     list.erase(list.begin() + static_cast<std::ptrdiff_t>(pick));
     ++(done ? stats_.reuse_complete : stats_.reuse_reserved);
     note_in_use_locked(bytes);
-    return true;
+    return Room::kMade;
   }
-  if (!make_room_locked(bytes, AcquireView{nullptr, tracker_}, trim)) return false;
+  const Room room = make_room_locked(bytes, AcquireView{nullptr, tracker_}, trim, running);
+  if (room != Room::kMade) return room;
   note_fresh_locked(bytes);
   out.data = nullptr;
   out.death = DeathFrontier{};
-  return true;
+  return Room::kMade;
 }
 
 // Grants every queued reservation that can be served now, first-fit in arrival order. Returns whether the caller must
-// arm the stuck waiter: requests remain, and a free block whose users still run could be trimmed once they complete.
+// arm the stuck waiter (after the lock) on stuck_requirement_.
+//
+// The wake-up of what stays queued. A request refused for want of a release is served by that release (release()
+// and reclaim_tainted() serve the queue under the lock that counts the bytes). One refused only because free blocks'
+// users still run (kOnceComplete) needs their completion, which the tracker reports without the pool's lock; the
+// stuck waiter is armed for it. Its requirement is the death frontier of a block the refusing scan itself saw running,
+// never one found by a second look at the tracker: between two looks the last running block may complete, and the
+// second would find nothing to wait for while the first had refused (no release is coming when every block is free:
+// the hang this closes). If the frontier completes before the arming, Tracker::wait_async() sees it satisfied and
+// fires at once, on the arming thread: the serve is re-run, so no completion falls between the check and the wait.
+// One waiter at a time: while it is armed, its firing re-runs this pass, which arms it again if still needed.
 bool MemoryPool::serve_locked(std::vector<Grant>& grants, std::vector<PoolBlock>& trim) {
+  DeathFrontier* const running = tracker_ != nullptr && !stuck_armed_ ? &stuck_requirement_ : nullptr;
+  bool arm = false;
   ReserveWaiter* prev = nullptr;
   for (ReserveWaiter* w = queue_head_; w != nullptr;) {
     ReserveWaiter* next = w->next_;
     FreeBlock block{};
-    if (try_reserve_locked(w->size_class_, block, trim)) {
+    // The first kOnceComplete refusal writes the requirement; later ones leave it (it is the one to arm).
+    const Room room = try_reserve_locked(w->size_class_, block, trim, arm ? nullptr : running);
+    if (room == Room::kMade) {
       (prev != nullptr ? prev->next_ : queue_head_) = next;
       if (queue_tail_ == w) queue_tail_ = prev;
       grants.push_back(Grant{w, std::move(block)});
     } else {
+      arm = arm || (room == Room::kOnceComplete && running != nullptr);
       prev = w;
     }
     w = next;
   }
-  if (queue_head_ == nullptr || tracker_ == nullptr || stuck_armed_) return false;
-  for (unsigned c = 0; c < kClasses; ++c) {
-    for (const FreeBlock& block : free_[c]) {
-      if (!block.death.tainted() && !complete(block.death, tracker_)) {
-        stuck_requirement_ = block.death;
-        stuck_armed_ = true;
-        return true;
-      }
-    }
-  }
-  return false;  // every free block is complete, or none is free: releases will serve the queue
+  if (arm) stuck_armed_ = true;
+  return arm;
 }
 
 // After the lock: returns trimmed blocks, allocates fresh ones, runs the granted callbacks, arms the stuck waiter.
@@ -358,7 +393,9 @@ void MemoryPool::finish_serving(std::vector<Grant>& grants, std::vector<PoolBloc
   }
 }
 
-// The users of the free block the queue was stuck behind have completed (or their axis failed): serve it again.
+// The users of the free block the queue was stuck behind have completed (or their axis closed since the scan that
+// chose it; the next scan passes it over): serve the queue again, which re-arms the waiter if a request is still
+// refused only for running users.
 void MemoryPool::on_stuck_complete(TrackerWaiter& waiter, std::exception_ptr /*error*/) noexcept {
   MemoryPool* pool = static_cast<StuckWaiter&>(waiter).pool;
   std::vector<Grant> grants;

@@ -19,11 +19,17 @@
 // Reservations (bounded pools under an engine, memory/buffers/buffer.h). reserve(bytes, alignment, waiter) is the
 // host-side, asynchronous form for a holder whose stream is not known yet: it takes a free block of the size class
 // whatever its death frontier (handing that frontier to the waiter, whose stream must wait for it before touching the
-// block), preferring one the tracker shows complete; else a fresh block within the limit. When neither is possible the
-// waiter is queued, and served when a release, or the completion of the users of a free block that could be trimmed,
-// makes room. Queued requests are served first-fit in arrival order, not strictly FIFO: a request that fits is never
-// held behind one that does not (forward progress while any request fits; a large request may wait while smaller ones
-// pass).
+// block), preferring one the tracker shows complete; else a fresh block within the limit, trimming free blocks of other
+// classes whose users the tracker shows complete (never one whose users may still run). When neither is possible the
+// waiter is queued. Every release (of an untainted block), reclaim_tainted() and reserve() serves the queue under the
+// pool's lock. A request that only the completion of free blocks' users would let in (they are trimmable then) is also
+// served when they complete: the pool arms its one tracker waiter on the death frontier of a block that the refusing
+// pass saw running (not on a second look at the tracker, which a completion in between could leave empty-handed), and
+// the tracker fires it at once if that frontier completed before the arming; its callback serves the queue again, and
+// re-arms if still needed. So a queued request waits only while bytes are in use or tainted, or free blocks' users run
+// on open axes (users on a failed or retired axis never complete: such a block is never trimmed). Queued requests are
+// served first-fit in arrival order, not strictly FIFO: a request that fits is never held behind one that does not
+// (forward progress while any request fits; a large request may wait while smaller ones pass).
 //
 // Size classes. Blocks come in powers of two from 256 bytes; a request takes the smallest class that holds it (and its
 // alignment), and a block serves only its class. Internal fragmentation is below 50% of a block (a request of 2^k + 1
@@ -37,9 +43,10 @@
 // wait); then it is reused like a block with an empty death frontier.
 //
 // Thread safety: every member may be called from any thread, concurrently; one mutex guards the pool, and neither the
-// source nor the wait callback is called while it is held. Cost: acquire scans the free blocks of one class (three
-// passes at most, each a frontier comparison of a few entries per block); release appends one record; both allocate
-// only when a free list grows past its capacity so far. Growth and trimming call the source.
+// source nor the wait callback is called while it is held (the tracker is queried under it: lock-free, bar a per-axis
+// spinlock to tell a closed axis when a queued reservation is refused). Cost: acquire scans the free blocks of one
+// class (three passes at most, each a frontier comparison of a few entries per block); release appends one record; both
+// allocate only when a free list grows past its capacity so far. Growth and trimming call the source.
 #pragma once
 
 #include <cstddef>
@@ -175,8 +182,12 @@ class MemoryPool {
     MemoryPool* pool;
   };
 
+  // What make_room_locked() found: room made; no room until a release; no room until running users complete.
+  enum class Room : std::uint8_t { kMade, kNone, kOnceComplete };
+
   [[nodiscard]] unsigned size_class_of(std::size_t bytes, std::size_t alignment) const;
-  [[nodiscard]] bool try_reserve_locked(unsigned size_class, FreeBlock& out, std::vector<PoolBlock>& trim);
+  [[nodiscard]] Room try_reserve_locked(unsigned size_class, FreeBlock& out, std::vector<PoolBlock>& trim,
+                                        DeathFrontier* running);
   [[nodiscard]] bool serve_locked(std::vector<Grant>& grants, std::vector<PoolBlock>& trim);
   void finish_serving(std::vector<Grant>& grants, std::vector<PoolBlock>& trim, bool arm_stuck);
   static void on_stuck_complete(TrackerWaiter& waiter, std::exception_ptr error) noexcept;
@@ -184,7 +195,8 @@ class MemoryPool {
   [[nodiscard]] std::size_t alignment_of(unsigned size_class) const noexcept;
   [[nodiscard]] std::optional<FreeBlock> take_reusable_locked(unsigned size_class, const AcquireView& view,
                                                               DeathFrontier& waits);
-  [[nodiscard]] bool make_room_locked(std::size_t bytes, const AcquireView& view, std::vector<PoolBlock>& trim);
+  [[nodiscard]] Room make_room_locked(std::size_t bytes, const AcquireView& view, std::vector<PoolBlock>& trim,
+                                      DeathFrontier* running);
   void note_in_use_locked(std::size_t bytes) noexcept;
   void note_fresh_locked(std::size_t bytes) noexcept;
   [[nodiscard]] void* allocate_fresh(unsigned size_class);
@@ -201,8 +213,9 @@ class MemoryPool {
   MemoryPoolStats stats_;                  // guarded by mutex_
   ReserveWaiter* queue_head_ = nullptr;    // queued reservations, in arrival order; guarded by mutex_
   ReserveWaiter* queue_tail_ = nullptr;    // guarded by mutex_
-  // Armed on the tracker for stuck_requirement_ while reservations are queued and a free block that could be trimmed
-  // for them still has users running. stuck_armed_ and stuck_requirement_ are guarded by mutex_.
+  // Armed on the tracker for stuck_requirement_ when a queued reservation was refused only because free blocks' users
+  // still run (serve_locked). stuck_armed_ and stuck_requirement_ are guarded by mutex_; while stuck_armed_ is set the
+  // tracker reads stuck_requirement_, which nothing writes until the callback has started and cleared stuck_armed_.
   Tracker* const tracker_;
   StuckWaiter stuck_waiter_{this};
   DeathFrontier stuck_requirement_;
