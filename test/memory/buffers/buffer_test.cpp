@@ -356,6 +356,9 @@ TEST_CASE("Buffers on a CPU executor: host blocks for CPU ops, reused after each
 // and the engine, in the order of declaration `buffers_first` picks, while those ops may still be pending.
 void unwind_through_buffers(bool buffers_first, std::uint32_t executor, const BuffersOptions& buffers_options,
                             std::thread& releaser) {
+  // Declared first, so it outlives the engine: the op that fulfils it may run only after WaitForVar has thrown (the
+  // two ops are independent), and a promise destroyed before then broke the releaser's future.
+  std::promise<Completion> held;
   std::optional<Buffers> early;  // declared before the engine: destroyed after it
   Engine engine(stream_engine_options());
   std::optional<Buffers> late;  // destroyed before the engine
@@ -363,7 +366,6 @@ void unwind_through_buffers(bool buffers_first, std::uint32_t executor, const Bu
                                    : late.emplace(engine, executor, buffers_options);
   const PushOptions placement = executor == kStream ? on_stream() : PushOptions{};
   Var gate = engine.NewVariable();
-  std::promise<Completion> held;
   engine.PushAsync([&held](Completion done) { held.set_value(done); }, {}, {gate});
   releaser = std::thread([future = held.get_future()]() mutable { future.get()(); });
   Var loss = engine.NewVariable();
