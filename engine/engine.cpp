@@ -24,6 +24,7 @@ void Engine::delete_variable(Var var, detail::OpFunction deleter, const PushOpti
 void Engine::WaitForVar(Var var) { core_->wait_for_var(var); }
 void Engine::WaitForAll() { core_->wait_for_all(); }
 void Engine::WaitForFence(const Fence& fence) { core_->wait_for_fence(fence); }
+void Engine::WaitForScope(const CancelScope& scope) { core_->wait_for_scope(scope); }
 std::uint64_t Engine::Version(Var var) const { return core_->version(var); }
 std::size_t Engine::InFlight() const noexcept { return core_->in_flight_now(); }
 

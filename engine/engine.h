@@ -41,6 +41,10 @@
 //   (engine/fence.h): an op runs once its wait fences are reached and raises its signal fences when it completes (or
 //   fails them with its error). An op whose wait fence is never reached stays in flight, like an unfinished
 //   Completion.
+// - Cancellation. PushOptions::scope names a CancelScope (cancel_scope.h). Cancelling it makes every op of the scope
+//   that has not started complete with Cancelled (errors.h) without running, an error that flows on like any other;
+//   running ops finish (they may poll RunContext::cancelled()); deletions still run. WaitForScope(scope) waits for the
+//   scope's ops. With EngineOptions::cancel_on_destruction, ~Engine() cancels whatever has not started.
 // - Shutdown. ~Engine() waits for every pushed op to complete, then calls the functions registered with AtShutdown,
 //   then stops the executors. Every error no wait reported goes to the error sink.
 // - Traces. StartTrace(path), or the environment variable DEPENGINE_TRACE=path when an engine is made, records every
@@ -69,6 +73,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/cancel_scope.h"
 #include "engine/detail/op_function.h"
 #include "engine/errors.h"
 #include "engine/push_options.h"
@@ -105,6 +110,10 @@ struct EngineOptions {
   // per stall. Zero: off, unless the environment variable DEPENGINE_STALL_REPORT gives a number of seconds.
   std::chrono::milliseconds stall_report_after{0};
   std::function<void(std::string_view)> stall_sink;  // null: stderr
+  // ~Engine() cancels every op that has not started (as CancelScope::Cancel does for a scope: deletions still run) and
+  // waits only for those that have, so that destroying an engine with many ops queued returns in bounded time. Off:
+  // every pushed op runs first.
+  bool cancel_on_destruction = false;
 };
 
 class Engine {
@@ -165,6 +174,10 @@ class Engine {
   // timeline's failure if it failed. Ops signal their fences when they complete, so the work before a signal is
   // done, on devices too. Throws Error for a null timeline, or when called from inside a running op of this engine.
   void WaitForFence(const Fence& fence);
+  // Returns once every op pushed with `scope` so far has completed (cancelled or not), running queued work meanwhile.
+  // Rethrows nothing: the ops' errors are on what they mutate. Throws Error when called from inside a running op of
+  // this engine.
+  void WaitForScope(const CancelScope& scope);
 
   // The number of completed mutations of `var`. Exact inside an op that uses var; otherwise a recent value.
   [[nodiscard]] std::uint64_t Version(Var var) const;

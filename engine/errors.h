@@ -17,6 +17,13 @@ class Error : public std::logic_error {
   using std::logic_error::logic_error;
 };
 
+// The error of an op cancelled before it ran: its CancelScope was cancelled (cancel_scope.h), or the engine was
+// destroyed with EngineOptions::cancel_on_destruction. An Error, though not a misuse: catch Cancelled before Error.
+class Cancelled : public Error {
+ public:
+  using Error::Error;
+};
+
 // An op's error that the engine stops keeping although no wait rethrew it (engine.h, "Errors"): a WaitForAll cleared
 // it while rethrowing another error, or the engine was destroyed. EngineOptions::error_sink receives each one, once.
 struct UnreportedError {

@@ -3,6 +3,7 @@
 
 #include <cstdint>
 
+#include "engine/cancel_scope.h"
 #include "engine/fence.h"
 #include "engine/op_name.h"
 #include "engine/vocabulary/vocabulary.h"
@@ -40,6 +41,9 @@ struct PushOptions {
   // (>= semantics: signallers that the engine orders may complete out of order). An op that fails or is skipped fails
   // these timelines with its error instead, so that no waiter waits for ever.
   FenceList signal_fences;
+  // The CancelScope the op belongs to (cancel_scope.h); null: none. Borrowed for the call: the op keeps the scope's
+  // state alive itself.
+  const CancelScope* scope = nullptr;
 };
 
 namespace detail {

@@ -1,10 +1,12 @@
 // What an op's function receives: the RunContext, and for asynchronous ops the Completion it must call.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <exception>
 #include <string_view>
 
+#include "engine/cancel_scope.h"
 #include "engine/vocabulary/vocabulary.h"
 
 namespace depengine {
@@ -30,6 +32,15 @@ struct RunContext {
   // them, or already follows them, before the work enqueued now). What a deletion hands a memory pool as the death
   // frontier of a block (memory/buffers/buffer.h). Null for CPU executors.
   const WaitFrontier* waits = nullptr;
+
+  // Whether the op's CancelScope has been cancelled since the op started (cancel_scope.h). A long op may poll it and
+  // stop early; if what it mutates is then incomplete, it should throw Cancelled (errors.h) so that its dependents are
+  // skipped. (An engine's teardown, EngineOptions::cancel_on_destruction, cancels only ops that have not started.)
+  [[nodiscard]] bool cancelled() const noexcept {
+    // acquire: pairs with the release store of CancelScope::Cancel().
+    return scope != nullptr && scope->cancelled.load(std::memory_order_acquire);
+  }
+  const detail::ScopeState* scope = nullptr;  // for cancelled(): the op's scope; null: none
 };
 
 // The completion of an asynchronous op (PushAsync). Call it exactly once, from any thread, when the op's work is

@@ -8,14 +8,8 @@
 namespace depengine::detail {
 namespace {
 
-// The signal of an op that ran on the host: nothing to wait for (it completed after everything it waited for had).
-const VarSignal kNoSignal;
-
-}  // namespace
-
-// Whether the op is to be skipped: it already has an error (from a failed stream it waited for), or, unless it is
-// no_skip, an input carries one (which becomes the op's).
-bool EngineCore::find_input_error(OpRecord* op) const noexcept {
+// Whether the op already has an error, or, unless it is no_skip, takes one an input carries.
+inline bool has_input_error(OpRecord* op) noexcept {
   if (!op->no_skip) {
     for (std::uint32_t i = 0; i < op->num_uses && op->error == nullptr; ++i) {
       const std::exception_ptr& input_error = state_of(op->uses[i])->error;
@@ -26,6 +20,40 @@ bool EngineCore::find_input_error(OpRecord* op) const noexcept {
   return op->error != nullptr;
 }
 
+// The signal of an op that ran on the host: nothing to wait for (it completed after everything it waited for had).
+const VarSignal kNoSignal;
+
+}  // namespace
+
+// Whether the op is to be skipped: it was cancelled (its scope, or the engine's teardown; deletions never are), it
+// already has an error (from a failed stream it waited for), or, unless it is no_skip, an input carries one (which
+// becomes the op's). A cancellation is the op's own error, whatever no_skip says.
+bool EngineCore::find_input_error(OpRecord* op) noexcept {
+  // relaxed: cancelling_ is set once, at destruction, by the thread that then waits for every op; a stale false only
+  // lets an op run.
+  if (op->scope == nullptr && !cancelling_.load(std::memory_order_relaxed)) [[likely]]
+    return has_input_error(op);
+  return cancelled(op) || has_input_error(op);
+}
+
+// Whether the op is cancelled (find_input_error), with its error set. Deletions and the engine's own ops never are.
+bool EngineCore::cancelled(OpRecord* op) noexcept {
+  if (op->deletes_var || op->internal) return false;
+  // acquire: pairs with the release store of CancelScope::Cancel(), which wrote the scope's error first.
+  if (op->scope != nullptr && op->scope->cancelled.load(std::memory_order_acquire)) {
+    if (op->error == nullptr) {
+      op->error = op->scope->error;
+      errors_.raise(op->error, op->name_view(), op->owner);
+    }
+    return true;
+  }
+  if (cancelling_.load(std::memory_order_relaxed)) {  // relaxed: as in find_input_error
+    if (op->error == nullptr) op->error = teardown_error_;
+    return true;
+  }
+  return false;
+}
+
 void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
   OpRecord* op = static_cast<OpRecord*>(&task);
   if (find_input_error(op)) {  // skipped: the error passes on to what the op mutates
@@ -33,7 +61,7 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
     return;
   }
   const RunningScope running(this, &ready, op->owner);
-  const RunContext ctx{op->name_view(), worker, op->executor()};
+  const RunContext ctx{op->name_view(), worker, op->executor(), nullptr, nullptr, op->scope};
   TraceRecorder* trace = op->trace_op != 0 ? trace_.recorder() : nullptr;
   const std::int64_t start = trace != nullptr ? trace->now() : 0;
   if (!op->async) {
@@ -95,15 +123,13 @@ void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
 void EngineCore::release_hold(OpRecord* op) noexcept {
   // acq_rel: the later party's acquire pairs with the other's release, so the other is done with the record.
   if (op->holds.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
-  in_flight_.leave();
-  op->recycle();
+  retire(op);
 }
 
 void EngineCore::finish(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept {
   signal_fences(op, op->error);
   complete_uses(op, ready, signal);
-  in_flight_.leave();
-  op->recycle();
+  retire(op);
 }
 
 const VarSignal* EngineCore::ran_signal() const noexcept { return has_streams_ ? &kNoSignal : nullptr; }

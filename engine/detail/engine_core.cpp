@@ -43,6 +43,7 @@ bool any_issues_ahead(const std::vector<std::unique_ptr<Executor>>& executors) n
 EngineCore::EngineCore(EngineOptions options)
     : executors_(std::move(options.executors)),
       has_streams_(any_issues_ahead(executors_)),
+      cancel_on_destruction_(options.cancel_on_destruction),
       vars_(g_next_engine_id.fetch_add(1, std::memory_order_relaxed), has_streams_),  // relaxed: only uniqueness
       tracker_(TrackerOptions{.max_axes = kMaxEngineAxes}),
       errors_(std::move(options.error_sink)),
@@ -61,6 +62,10 @@ EngineCore::EngineCore(EngineOptions options)
                 "streams per device (StreamExecutorOptions), or split the devices over several engines");
   }
   const std::chrono::milliseconds stall_after = stall_report_after(options.stall_report_after);
+  if (cancel_on_destruction_) {
+    teardown_error_ = std::make_exception_ptr(
+        Cancelled("cancelled: the engine was destroyed before the op ran (EngineOptions::cancel_on_destruction)"));
+  }
   internal_.start(*this);
   for (const auto& executor : executors_) executor->start(*this);
   if (const char* path = std::getenv("DEPENGINE_TRACE"); path != nullptr && *path != '\0') {
@@ -86,6 +91,8 @@ void EngineCore::start_stall_watch(std::chrono::milliseconds after, std::functio
 EngineCore::~EngineCore() = default;
 
 void EngineCore::shutdown() noexcept {
+  // relaxed: a flag each op reads before it runs; an op that reads it late only runs (see find_input_error).
+  if (cancel_on_destruction_) cancelling_.store(true, std::memory_order_relaxed);
   in_flight_.wait_for_zero();
   stall_watch_.reset();
   // acquire: pairs with the release decrement of ~ForeignThread; once it reads 0, every thread that completed or

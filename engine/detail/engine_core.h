@@ -84,6 +84,7 @@ class EngineCore final : public ExecutorHost {
   void wait_for_var(Var var);
   void wait_for_all();
   void wait_for_fence(const Fence& fence);
+  void wait_for_scope(const CancelScope& scope);
   // Tracing (Engine::StartTrace): start_trace throws Error if a trace is on; stop_trace waits for every op in flight,
   // then writes the file, and throws Error if no trace is on or the file cannot be written.
   void start_trace(std::string path) { trace_.start(std::move(path)); }
@@ -120,13 +121,23 @@ class EngineCore final : public ExecutorHost {
   void push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn);
 
   // completion.cpp
-  [[nodiscard]] bool find_input_error(OpRecord* op) const noexcept;
+  [[nodiscard]] bool find_input_error(OpRecord* op) noexcept;
+  [[nodiscard]] bool cancelled(OpRecord* op) noexcept;
   void finish(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept;
   void complete_uses(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept;
   void poison(const OpRecord* op, VarState* var, const VarUse& use, const std::exception_ptr& error) noexcept;
   [[nodiscard]] const VarSignal* ran_signal() const noexcept;
   [[nodiscard]] const VarSignal* skipped_signal(const OpRecord* op) const noexcept;
   void release_hold(OpRecord* op) noexcept;
+  // The op is done: out of the in-flight count, its record back to the pool, and out of its scope's count (after the
+  // first two, so that a WaitForScope that returns finds the op retired).
+  void retire(OpRecord* op) noexcept {
+    ScopeState* scope = op->scope;
+    in_flight_.leave();
+    op->recycle();
+    if (scope != nullptr) [[unlikely]]
+      ScopeState::op_retired(scope);
+  }
 
   // stream_ops.cpp
   void make_ready(OpRecord* op, TaskList& ready) noexcept;
@@ -153,6 +164,11 @@ class EngineCore final : public ExecutorHost {
   // must run on the host even when the default executor is a stream executor.
   InlineExecutor internal_;
   const bool has_streams_;  // an executor issues ahead: signals are carried and wait frontiers built
+  // EngineOptions::cancel_on_destruction: shutdown() sets cancelling_, and every op not started then completes with
+  // teardown_error_ (made at construction, so destruction allocates nothing). Read by every op before it runs.
+  const bool cancel_on_destruction_;
+  std::atomic<bool> cancelling_{false};
+  std::exception_ptr teardown_error_;
 
   VarTable vars_;
   // Completed epochs of every stream axis; stream executors register their axes in start(). Declared before nothing

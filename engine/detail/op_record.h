@@ -22,6 +22,7 @@
 #include <memory>
 #include <string_view>
 
+#include "engine/cancel_scope.h"
 #include "engine/detail/op_function.h"
 #include "engine/fence.h"
 #include "engine/frontier/timeline.h"
@@ -138,6 +139,7 @@ struct OpRecord final : Task, OpNode {
   bool signals_fences = false;  // signal_fences holds the op's signal fences (else it is stale)
   bool named = false;           // name holds the op's name (else it is stale)
   std::uint64_t owner = 0;      // the thread whose op this is (error_log.h): read only on the error path
+  ScopeState* scope = nullptr;  // PushOptions::scope's state, referenced from publication to retirement; null: none
 
   // Lines 3 to 5.
   alignas(64) VarUse inline_uses[kInlineVars];
@@ -178,7 +180,7 @@ struct OpRecord final : Task, OpNode {
 #pragma GCC diagnostic ignored "-Winvalid-offsetof"
 static_assert(offsetof(OpRecord, engine) + sizeof(EngineCore*) <= 64, "line 0: the bases and engine");
 static_assert(offsetof(OpRecord, fn) == 64 && sizeof(OpFunction) == 64, "line 1: the function alone");
-static_assert(offsetof(OpRecord, error) == 128 && offsetof(OpRecord, owner) + sizeof(std::uint64_t) <= 192,
+static_assert(offsetof(OpRecord, error) == 128 && offsetof(OpRecord, scope) + sizeof(ScopeState*) <= 192,
               "line 2: the op's state");
 static_assert(offsetof(OpRecord, inline_uses) == 192 && sizeof(OpRecord::inline_uses) == 192, "lines 3-5: uses");
 static_assert(offsetof(OpRecord, holds) == 384 && offsetof(OpRecord, ticket) < 448, "line 6: the async holders");

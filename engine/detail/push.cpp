@@ -110,6 +110,7 @@ OpRecord* EngineCore::record_for(Executor* executor, const PushOptions& options,
   op->deletes_var = false;
   op->internal = false;
   op->owner = current_owner();
+  op->scope = options.scope != nullptr ? options.scope->state_ : nullptr;
   if (trace_.on() && executor != &internal_) op->trace_op = TraceRecorder::next_op();
   return op;
 }
@@ -138,7 +139,9 @@ void EngineCore::submit_new(OpRecord* op, const char* api) {
     op->recycle();
     throw Error(std::string(api) + ": a variable of the op was deleted (DeleteVariable) and may not be used again");
   }
-  if (op->waits_fences) arm_fence(op);  // before our grant: the op cannot run (and recycle) meanwhile
+  // Before our grant: the op cannot run (and retire) meanwhile.
+  if (op->scope != nullptr) op->scope->op_pushed();
+  if (op->waits_fences) arm_fence(op);
   grant(op, nullptr);
 }
 

@@ -65,6 +65,7 @@ bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry s
   {
     const RunningScope running(this, &ready, op->owner);
     RunContext ctx{op->name_view(), -1, op->executor()};
+    ctx.scope = op->scope;
     ctx.stream = &where;
     ctx.waits = &op->requirement;
     try {
@@ -105,8 +106,7 @@ void EngineCore::complete_issued(Task& task, std::exception_ptr error) noexcept 
   }
   signal_fences(op, error != nullptr ? error : op->error);
   if (op->trace_op != 0) trace_.stream_op(*op, in_flight_.upper_bound(), executors_);
-  in_flight_.leave();
-  op->recycle();
+  retire(op);
 }
 
 }  // namespace depengine::detail

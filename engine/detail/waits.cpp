@@ -82,6 +82,15 @@ void EngineCore::wait_for_fence(const Fence& fence) {
   if (error != nullptr) std::rethrow_exception(error);
 }
 
+void EngineCore::wait_for_scope(const CancelScope& scope) {
+  forbid_inside_op("WaitForScope");
+  std::atomic<std::uint32_t>& pending = scope.state_->pending;
+  // acquire: pairs with the release decrement of ScopeState::op_retired(): the ops' effects are visible on return.
+  for (std::uint32_t left; (left = pending.load(std::memory_order_acquire)) != 0;) {
+    if (!in_flight_.help()) pending.wait(left, std::memory_order_acquire);
+  }
+}
+
 void EngineCore::stop_trace() {
   forbid_inside_op("StopTrace");
   TraceRecorder& recorder = trace_.stop_begin();

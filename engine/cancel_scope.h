@@ -1,0 +1,91 @@
+// CancelScope: a group of ops that can be cancelled together and waited for (the task-system seed's cancel flag; IREE's
+// task scopes). Name it in PushOptions::scope:
+//
+//   depengine::CancelScope epoch;
+//   for (...) engine.Push(step, reads, mutates, {.scope = &epoch});
+//   epoch.Cancel();              // what has not started completes with depengine::Cancelled, without running
+//   engine.WaitForScope(epoch);  // every op pushed with it has completed
+//
+// Cancel() sets a flag that an op checks when it is about to run (or, on a stream executor, to be issued): an op of the
+// scope that has not started then completes with a Cancelled error without running, and the error reaches what it
+// mutates like any other, so dependents outside the scope are skipped unless no_skip, and waits rethrow it. An op
+// already running finishes (it may poll RunContext::cancelled() to stop early); work already on a device runs to
+// completion. Cancel() returns at once, waiting for nothing; an op that was at the check when it was called may still
+// start. A deletion (DeleteVariable) is never cancelled: its deleter runs, so nothing leaks. Cancelling again, or
+// after everything ran, changes nothing. Ops pushed with the scope after Cancel() are cancelled as well.
+//
+// A CancelScope is a handle: copies share one scope. Its state lives until the last handle and the last op pushed with
+// it are gone, so a handle may be destroyed while its ops are still queued.
+//
+// Thread safety: every member from any thread. Cost: an op pushed with a scope pays two atomic increments on the
+// scope's counting line at push and two decrements at retirement, and a load of its flag before it runs; an op
+// without one pays a null pointer. Allocation: the constructor, and the first Cancel() (its error).
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <exception>
+#include <mutex>
+#include <utility>
+
+namespace depengine {
+
+namespace detail {
+
+class EngineCore;
+
+// The state of a scope, shared by its handles and its ops.
+struct ScopeState {
+  // Read by every op of the scope before it runs; written once, by Cancel().
+  alignas(64) std::atomic<bool> cancelled{false};
+  std::once_flag error_once;
+  std::exception_ptr error;  // written once under error_once, before `cancelled` is set (release); then read-only
+  // Written by every push and retirement of the scope's ops.
+  alignas(64) std::atomic<std::uint32_t> pending{0};  // ops pushed with the scope and not yet retired
+  std::atomic<std::uint32_t> refs{1};                 // handles, plus ops pushed and not yet retired
+
+  // An op of the scope was pushed (it holds a reference until op_retired()).
+  void op_pushed() noexcept {
+    // relaxed: the op's own publication (and a WaitForScope's acquire of `pending` below) orders what matters.
+    refs.fetch_add(1, std::memory_order_relaxed);
+    pending.fetch_add(1, std::memory_order_relaxed);
+  }
+  // An op of the scope retired: wakes WaitForScope when it was the last, then drops the op's reference.
+  static void op_retired(ScopeState* state) noexcept;
+  static void release(ScopeState* state) noexcept;
+};
+
+}  // namespace detail
+
+class CancelScope {
+ public:
+  CancelScope();
+  ~CancelScope() { detail::ScopeState::release(state_); }
+  CancelScope(const CancelScope& other) noexcept : state_(other.state_) {
+    // relaxed: a new reference from an existing one, as shared_ptr's copy.
+    state_->refs.fetch_add(1, std::memory_order_relaxed);
+  }
+  CancelScope& operator=(const CancelScope& other) noexcept {
+    CancelScope copy(other);
+    std::swap(state_, copy.state_);
+    return *this;
+  }
+
+  // Cancels the scope's ops that have not started (see above). Throws nothing but std::bad_alloc (making its error).
+  void Cancel();
+  [[nodiscard]] bool cancelled() const noexcept {
+    // acquire: pairs with the release store in Cancel(), so the scope's error is visible once this reads true.
+    return state_->cancelled.load(std::memory_order_acquire);
+  }
+  // Ops pushed with the scope and not yet completed, at some moment during the call.
+  [[nodiscard]] std::uint32_t pending() const noexcept {
+    // acquire: pairs with the release decrement in op_retired(): what the completed ops did is visible.
+    return state_->pending.load(std::memory_order_acquire);
+  }
+
+ private:
+  friend class detail::EngineCore;
+  detail::ScopeState* state_;
+};
+
+}  // namespace depengine
