@@ -31,6 +31,7 @@ std::size_t Engine::InFlight() const noexcept { return core_->in_flight_now(); }
 std::string Engine::InFlightReport() const { return core_->in_flight_report(); }
 Executor& Engine::executor(std::uint32_t index) const { return core_->executor_at(index); }
 ShutdownHook Engine::AtShutdown(std::function<void()> fn) { return core_->at_shutdown(std::move(fn)); }
+ReportHook Engine::AtReport(std::function<std::string()> describe) { return core_->at_report(std::move(describe)); }
 void Engine::StartTrace(std::string path) { core_->start_trace(std::move(path)); }
 void Engine::StopTrace() { core_->stop_trace(); }
 

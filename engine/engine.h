@@ -75,10 +75,10 @@
 
 #include "engine/cancel_scope.h"
 #include "engine/detail/op_function.h"
+#include "engine/engine_hook.h"
 #include "engine/errors.h"
 #include "engine/push_options.h"
 #include "engine/run_context.h"
-#include "engine/shutdown_hook.h"
 #include "engine/var.h"
 #include "executors/executor.h"
 
@@ -197,9 +197,13 @@ class Engine {
   [[nodiscard]] Executor& executor(std::uint32_t index) const;
 
   // Registers `fn` to be called once when the engine is destroyed, after every op has completed and before the
-  // executors stop, unless the returned hook is cancelled (or destroyed) first: see shutdown_hook.h. For objects that
+  // executors stop, unless the returned hook is cancelled (or destroyed) first: see engine_hook.h. For objects that
   // hold what the engine's executors own and may outlive the engine (Buffers).
   [[nodiscard]] ShutdownHook AtShutdown(std::function<void()> fn);
+  // Registers `describe`, whose text InFlightReport() appends (an empty string adds nothing), until the returned hook
+  // is cancelled or destroyed (engine_hook.h). For objects that keep work waiting outside the engine's queues (Buffers'
+  // queued reservations).
+  [[nodiscard]] ReportHook AtReport(std::function<std::string()> describe);
 
   // See Traces above. StartTrace throws Error if a trace is already on. StopTrace waits for every op in flight (as
   // WaitForAll does, without rethrowing errors), then writes the file; it throws Error if no trace is on, if the

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <bit>
 #include <stdexcept>
+#include <string>
 #include <utility>
 
 namespace depengine {
@@ -260,6 +261,37 @@ void MemoryPool::release(const PoolBlock& block, const DeathFrontier& death) {
     if (queue_head_ != nullptr) arm = serve_locked(grants, trim);
   }
   finish_serving(grants, trim, arm);
+}
+
+std::string MemoryPool::describe_queue() const {
+  std::lock_guard lock(mutex_);
+  if (queue_head_ == nullptr) return {};
+  std::size_t queued = 0;
+  for (const ReserveWaiter* w = queue_head_; w != nullptr; w = w->next_) ++queued;
+  std::size_t free_bytes = 0;
+  for (unsigned c = 0; c < kClasses; ++c) free_bytes += free_[c].size() * class_bytes(c);
+  // Appended piece by piece (GCC 12 warns falsely on long chains of std::string + literal).
+  std::string text = "  ";
+  text += quoted(name_);
+  text += ": " + std::to_string(queued);
+  text += " reservations queued, the first for a block of " + std::to_string(class_bytes(queue_head_->size_class_));
+  text += " B; holds " + std::to_string(stats_.bytes_held);
+  text += " of " + std::to_string(limit_);
+  text += " B (" + std::to_string(stats_.bytes_in_use);
+  text += " in use, " + std::to_string(free_bytes);
+  text += " free, " + std::to_string(stats_.bytes_held - stats_.bytes_in_use - free_bytes);
+  text += " tainted); ";
+  if (stuck_armed_) {
+    text += "waits for the users of a free block to complete, on";
+    for (const FrontierEntry& entry : stuck_requirement_.entries()) {
+      text += " ";
+      text += to_string(entry.axis);
+      text += " epoch " + std::to_string(entry.epoch);
+    }
+  } else {
+    text += "waits for a release (a Buffers::deallocate of a block in use)";
+  }
+  return text + "\n";
 }
 
 void MemoryPool::reclaim_tainted() {

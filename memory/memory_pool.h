@@ -165,6 +165,10 @@ class MemoryPool {
 
   [[nodiscard]] MemoryPoolStats stats() const;
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
+  // What the queued reservations wait for, in a line (the engine's in-flight report, through Buffers): how many, the
+  // first one's size, the bytes held, in use and free, and whether the pool waits for a release or for the users of
+  // free blocks to complete (the frontier it waits on). Empty when no reservation is queued.
+  [[nodiscard]] std::string describe_queue() const;
 
  private:
   struct FreeBlock {

@@ -121,6 +121,29 @@ ShutdownHook EngineCore::at_shutdown(std::function<void()> fn) {
   return ShutdownHook(std::move(state));
 }
 
+ReportHook EngineCore::at_report(std::function<std::string()> describe) {
+  auto state = std::make_shared<ReportHook::State>();
+  state->fn = std::move(describe);
+  std::lock_guard lock(hooks_mutex_);
+  std::erase_if(report_hooks_, [](const std::shared_ptr<ReportHook::State>& hook) { return hook.use_count() == 1; });
+  report_hooks_.push_back(state);
+  return ReportHook(std::move(state));
+}
+
+std::string EngineCore::in_flight_report() {
+  std::string report = build_in_flight_report(vars_, in_flight_.now());
+  std::vector<std::shared_ptr<ReportHook::State>> hooks;
+  {
+    std::lock_guard lock(hooks_mutex_);
+    hooks = report_hooks_;
+  }
+  for (const auto& hook : hooks) {
+    std::lock_guard lock(hook->mutex);  // a cancel() meanwhile waits for the call to return
+    if (!hook->done) report += hook->fn();
+  }
+  return report;
+}
+
 // Calls every hook not cancelled, each under its own mutex (a cancel() meanwhile waits for the call to return).
 void EngineCore::call_hooks() noexcept {
   std::vector<std::shared_ptr<ShutdownHook::State>> hooks;

@@ -70,8 +70,8 @@ class EngineCore final : public ExecutorHost {
   [[nodiscard]] Executor& executor_at(std::uint32_t index) const;
   // The ops in flight at one moment during the call (Engine::InFlight).
   [[nodiscard]] std::size_t in_flight_now() const noexcept { return in_flight_.now(); }
-  // Engine::InFlightReport (in_flight_report.h).
-  [[nodiscard]] std::string in_flight_report() { return build_in_flight_report(vars_, in_flight_.now()); }
+  // Engine::InFlightReport (in_flight_report.h), with what the report hooks add.
+  [[nodiscard]] std::string in_flight_report();
 
   // push.cpp. Push in two halves (see Engine::begin_push): a record for the op, then its variables and publication.
   // push() gives the record back if it throws; abandon() gives back a record whose push is abandoned before that.
@@ -93,6 +93,7 @@ class EngineCore final : public ExecutorHost {
   // and stops the executors.
   void shutdown() noexcept;
   [[nodiscard]] ShutdownHook at_shutdown(std::function<void()> fn);
+  [[nodiscard]] ReportHook at_report(std::function<std::string()> describe);
 
   // completion.cpp: ExecutorHost::execute, and the completion of async ops.
   void execute(Task& task, int worker, TaskList& ready) noexcept override;
@@ -180,7 +181,8 @@ class EngineCore final : public ExecutorHost {
   // Engine::AtShutdown. The engine's share of each hook; those whose handle is gone are dropped at the next
   // registration.
   std::mutex hooks_mutex_;
-  std::vector<std::shared_ptr<ShutdownHook::State>> hooks_;  // guarded by hooks_mutex_
+  std::vector<std::shared_ptr<ShutdownHook::State>> hooks_;       // guarded by hooks_mutex_
+  std::vector<std::shared_ptr<ReportHook::State>> report_hooks_;  // Engine::AtReport; guarded by hooks_mutex_
   // Threads that are not running an op of this engine and are inside it on an op's behalf: a user's thread completing
   // an async op (complete_async) or reaching an op's wait fence (fence_done), a stream executor's completion thread
   // raising a fence. Such a thread may run or retire the op and still be inside the engine or an executor afterwards,

@@ -62,10 +62,19 @@ Buffers::Buffers(Engine& engine, std::uint32_t executor, BuffersOptions options)
                             .tracker = &executor_->tracker()}));
     }
   }
-  hook_ = engine.AtShutdown([this] { release(); });  // last: nothing after it can throw
+  report_hook_ = engine.AtReport([this] {
+    std::string text;
+    for (const auto& pool : pools_) text += pool->describe_queue();
+    return text;
+  });
+  hook_ = engine.AtShutdown([this] {
+    report_hook_.cancel();
+    release();
+  });  // last: nothing after it can throw
 }
 
 Buffers::~Buffers() {
+  report_hook_.cancel();  // no report reads the pools from now on
   // True: the engine has not begun calling release() (and now never will), so it is alive.
   if (!hook_.cancel()) return;  // the engine released the pools at its shutdown
   for (const Var& order : order_) {

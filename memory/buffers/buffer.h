@@ -150,8 +150,9 @@ class Buffers {
 
   std::mutex ops_mutex_;
   std::condition_variable ops_done_;
-  std::size_t ops_ = 0;  // live OpTokens; guarded by ops_mutex_
-  ShutdownHook hook_;    // last: cancelled first by the destructor
+  std::size_t ops_ = 0;     // live OpTokens; guarded by ops_mutex_
+  ReportHook report_hook_;  // the pools' queued reservations, in the engine's in-flight report
+  ShutdownHook hook_;       // last: cancelled first by the destructor
 };
 
 }  // namespace depengine

@@ -133,6 +133,14 @@ TEST_CASE("the stall watch hands the report to its sink when nothing completes, 
   }
 }
 
+TEST_CASE("a report hook adds its text to the in-flight report until it is cancelled", "[engine][report]") {
+  Engine engine(executor_factories().front().options());
+  ReportHook hook = engine.AtReport([] { return std::string("  a queue of the user's own: 3 waiting\n"); });
+  CHECK_THAT(engine.InFlightReport(), Catch::Contains("a queue of the user's own: 3 waiting"));
+  CHECK(hook.cancel());
+  CHECK_THAT(engine.InFlightReport(), !Catch::Contains("a queue of the user's own"));
+}
+
 TEST_CASE("a bad stall-report setting is refused with a message", "[engine][report][misuse]") {
   EngineOptions options = executor_factories().front().options();
   options.stall_report_after = std::chrono::milliseconds(-1);

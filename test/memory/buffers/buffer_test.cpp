@@ -256,6 +256,12 @@ TEST_CASE("Buffers: two jobs that fit a bounded pool only one at a time run one 
     }
     // The first job is held on its stream; the second's reservation is queued, no thread blocked.
     CHECK(wait_until([&] { return buffers.pool(0).stats().reservations_queued == 1; }));
+    // The engine's in-flight report says what the queued reservation waits for.
+    const std::string report = engine.InFlightReport();
+    CAPTURE(report);
+    CHECK_THAT(report, Catch::Contains("memory pool 'device 0': 1 reservations queued, the first for a block of 524288 "
+                                       "B; holds 524288 of 524288 B (524288 in use, 0 free, 0 tainted); waits for a "
+                                       "release"));
     gate.open();
     engine.WaitForAll();
     CHECK(checked[0]);
