@@ -46,7 +46,8 @@
 //   running ops finish (they may poll RunContext::cancelled()); deletions still run. WaitForScope(scope) waits for the
 //   scope's ops. With EngineOptions::cancel_on_destruction, ~Engine() cancels whatever has not started.
 // - Shutdown. ~Engine() waits for every pushed op to complete, then calls the functions registered with AtShutdown,
-//   then stops the executors. Every error no wait reported goes to the error sink.
+//   then stops the executors. Every error no wait reported goes to the error sink. Once destruction has begun, only
+//   the ops still running may push (the rest of their work); a push from anywhere else throws Error.
 // - Traces. StartTrace(path), or the environment variable DEPENGINE_TRACE=path when an engine is made, records every
 //   op pushed from then on; StopTrace(), or ~Engine(), writes a Chrome trace-event JSON file (Perfetto,
 //   chrome://tracing): a lane per host thread and per stream, a slice per op with its name and variables, an arrow

@@ -29,7 +29,8 @@ struct PushOptions {
   // A name for traces, RunContext and error messages. Owned (op_name.h), and copied into the op: a name built at run
   // time is safe, and one of at most OpName::kInlineChars characters allocates nothing.
   OpName name;
-  // Run the op even if a variable it uses carries an error (normally such an op is skipped and passes the error on).
+  // Run the op even if a variable it uses carries an error (normally such an op is skipped and passes the error on);
+  // RunContext::input_error tells it the error it runs despite.
   bool no_skip = false;
   // The op runs only once every timeline here has reached its value (>=), besides what its variables order. A stream
   // op may be issued earlier, as soon as the op that will reach the value has been issued by a stream executor of the

@@ -41,6 +41,10 @@ struct RunContext {
     return scope != nullptr && scope->cancelled.load(std::memory_order_acquire);
   }
   const detail::ScopeState* scope = nullptr;  // for cancelled(): the op's scope; null: none
+  // For an op pushed with no_skip: the error one of the variables it uses carries (the first in the engine's order of
+  // its variables), which it runs despite; null when none does, and for every other op (which an input error skips).
+  // Valid during the call.
+  const std::exception_ptr* input_error = nullptr;
 };
 
 // The completion of an asynchronous op (PushAsync). Call it exactly once, from any thread, when the op's work is

@@ -25,6 +25,16 @@ const VarSignal kNoSignal;
 
 }  // namespace
 
+// For a no_skip op about to run: the error an input carries, if any (RunContext::input_error). Stable while the op
+// runs: a variable's error changes only under an exclusive use, which cannot overlap the op's own use.
+const std::exception_ptr* first_input_error(const OpRecord* op) noexcept {
+  for (std::uint32_t i = 0; i < op->num_uses; ++i) {
+    const std::exception_ptr& error = state_of(op->uses[i])->error;
+    if (error != nullptr) return &error;
+  }
+  return nullptr;
+}
+
 // Whether the op is to be skipped: it was cancelled (its scope, or the engine's teardown; deletions never are), it
 // already has an error (from a failed stream it waited for), or, unless it is no_skip, an input carries one (which
 // becomes the op's). A cancellation is the op's own error, whatever no_skip says.
@@ -61,7 +71,9 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
     return;
   }
   const RunningScope running(this, &ready, op->owner);
-  const RunContext ctx{op->name_view(), worker, op->executor(), nullptr, nullptr, op->scope};
+  RunContext ctx{op->name_view(), worker, op->executor(), nullptr, nullptr, op->scope};
+  if (op->no_skip) [[unlikely]]
+    ctx.input_error = first_input_error(op);
   TraceRecorder* trace = op->trace_op != 0 ? trace_.recorder() : nullptr;
   const std::int64_t start = trace != nullptr ? trace->now() : 0;
   if (!op->async) {

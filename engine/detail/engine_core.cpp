@@ -93,6 +93,7 @@ EngineCore::~EngineCore() = default;
 void EngineCore::shutdown() noexcept {
   // relaxed: a flag each op reads before it runs; an op that reads it late only runs (see find_input_error).
   if (cancel_on_destruction_) cancelling_.store(true, std::memory_order_relaxed);
+  in_flight_.close();
   in_flight_.wait_for_zero();
   stall_watch_.reset();
   // acquire: pairs with the release decrement of ~ForeignThread; once it reads 0, every thread that completed or

@@ -58,6 +58,9 @@
 
 namespace depengine::detail {
 
+// For a no_skip op about to run: the error one of its variables carries, or null (RunContext::input_error).
+[[nodiscard]] const std::exception_ptr* first_input_error(const OpRecord* op) noexcept;
+
 class EngineCore final : public ExecutorHost {
  public:
   explicit EngineCore(EngineOptions options);

@@ -36,9 +36,17 @@ class InFlight {
   // falls to 3/4 of it. `helpers` are the executors whose queued work waiting threads run; they must outlive this.
   InFlight(std::size_t max, std::span<const std::unique_ptr<Executor>> helpers) noexcept;
 
-  // Counts one op in. Unless `exempt` (an op pushed from inside a running op, or by the engine itself: waiting there
-  // could deadlock), waits first while the bound is reached, helping meanwhile.
-  void admit(bool exempt);
+  // Counts one op in and returns true. Unless `exempt` (an op pushed from inside a running op, or by the engine itself:
+  // waiting there could deadlock), waits first while the bound is reached, helping meanwhile; and once close() was
+  // called, counts nothing and returns false.
+  [[nodiscard]] bool admit(bool exempt);
+  // The engine is being destroyed: admit() refuses every op but the exempt ones (the ops still running may push the
+  // rest of their work). A push racing with the engine's destruction is the user's race: this turns the pushes made
+  // after it into errors.
+  void close() noexcept {
+    // relaxed: see above; the flag is the only thing it tells.
+    closed_.store(true, std::memory_order_relaxed);
+  }
   // Counts one op out (retired), and wakes the threads waiting for the level now reached.
   void leave() noexcept;
 
@@ -61,8 +69,10 @@ class InFlight {
  private:
   void wait_at_most(std::size_t level);
 
-  // Immutable after construction.
+  // Immutable after construction, but for closed_, written once by close(); read by every admission that is not exempt
+  // (the line stays cached everywhere).
   const std::size_t max_;
+  std::atomic<bool> closed_{false};
   const std::size_t low_water_;  // a push held back by the bound resumes once the count falls to this
   const std::span<const std::unique_ptr<Executor>> helpers_;
 

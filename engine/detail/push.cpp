@@ -132,8 +132,16 @@ void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const
       total <= 1 ? static_cast<std::uint32_t>(total) : sort_and_fold(op->uses, static_cast<std::uint32_t>(total));
 }
 
+// A push from outside the engine's ops once its destruction has begun (InFlight::close): gives the record back, throws.
+[[noreturn, gnu::cold, gnu::noinline]] static void refuse_closed(OpRecord* op, const char* api) {
+  op->recycle();
+  throw Error(std::string(api) +
+              ": the engine is being destroyed; only ops running in it may still push (the rest of their work)");
+}
+
 void EngineCore::submit_new(OpRecord* op, const char* api) {
-  in_flight_.admit(op->internal || t_running.engine == this);
+  if (!in_flight_.admit(op->internal || t_running.engine == this)) [[unlikely]]
+    refuse_closed(op, api);
   if (!publish(op)) {
     in_flight_.leave();
     op->recycle();

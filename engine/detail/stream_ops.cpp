@@ -66,6 +66,8 @@ bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry s
     const RunningScope running(this, &ready, op->owner);
     RunContext ctx{op->name_view(), -1, op->executor()};
     ctx.scope = op->scope;
+    if (op->no_skip) [[unlikely]]
+      ctx.input_error = first_input_error(op);
     ctx.stream = &where;
     ctx.waits = &op->requirement;
     try {

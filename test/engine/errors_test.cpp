@@ -155,6 +155,30 @@ TEST_CASE("no_skip ops run on poisoned variables, which keep their first error",
   }
 }
 
+// Issue 17, item 7: a no_skip op could not tell that it ran despite an input error.
+TEST_CASE("a no_skip op sees its inputs' error in its RunContext; other ops see none", "[engine][errors]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("input_error on " + factory.name);
+      Engine engine(factory.options());
+      const Var bad = engine.NewVariable(), good = engine.NewVariable(), out = engine.NewVariable();
+      engine.Push([] { throw OpFailure(31); }, {}, {bad});
+      int seen_bad = -2, seen_good = -2, seen_plain = -2;
+      auto seen = [](const RunContext& ctx) {
+        return ctx.input_error == nullptr ? 0 : thrown_id([&] { std::rethrow_exception(*ctx.input_error); });
+      };
+      engine.Push([&](const RunContext& ctx) { seen_bad = seen(ctx); }, {good, bad}, {out}, {.no_skip = true});
+      engine.Push([&](const RunContext& ctx) { seen_good = seen(ctx); }, {good}, {out}, {.no_skip = true});
+      engine.Push([&](const RunContext& ctx) { seen_plain = seen(ctx); }, {good}, {out});
+      CHECK_NOTHROW(engine.WaitForVar(out));
+      CHECK(seen_bad == 31);
+      CHECK(seen_good == 0);
+      CHECK(seen_plain == 0);
+      CHECK(thrown_id([&] { engine.WaitForVar(bad); }) == 31);
+    }
+  }
+}
+
 TEST_CASE("a variable keeps the first error attached to it until a wait clears it", "[engine][errors]") {
   for (const auto& factory : executor_factories()) {
     DYNAMIC_SECTION(factory.name) {

@@ -80,6 +80,28 @@ TEST_CASE("destroying the engine completes every pushed op", "[engine][shutdown]
   }
 }
 
+// Issue 17, item 7: a push from outside the engine's ops once its destruction has begun was accepted.
+TEST_CASE("a push from outside the engine's ops during its destruction is an Error", "[engine][shutdown][misuse]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("push during destruction on " + factory.name);
+      std::string refused;
+      ShutdownHook hook;  // outlives the engine, so that the engine calls it
+      {
+        Engine engine(factory.options());
+        hook = engine.AtShutdown([&] {  // called by ~Engine(), after every op completed
+          try {
+            engine.Push([] {}, {}, {});
+          } catch (const Error& e) {
+            refused = e.what();
+          }
+        });
+      }
+      CHECK_THAT(refused, Catch::Contains("Push: the engine is being destroyed"));
+    }
+  }
+}
+
 TEST_CASE("an error no wait reported is written to stderr at shutdown", "[engine][shutdown][errors]") {
   for (const auto& factory : executor_factories()) {
     DYNAMIC_SECTION(factory.name) {
