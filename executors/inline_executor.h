@@ -22,6 +22,8 @@ class InlineExecutor final : public Executor {
   void stop() noexcept override {}
 
  private:
+  void run_ready(TaskList& ready) noexcept;
+
   ExecutorHost* host_ = nullptr;  // not owned: the engine, set once by start()
 };
 

@@ -4,6 +4,7 @@
 
 #include "engine/detail/engine_core.h"
 #include "engine/detail/running.h"
+#include "executors/ready_queue.h"
 
 namespace depengine::detail {
 namespace {
@@ -125,7 +126,7 @@ void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
   TaskList ready;
   signal_fences(op, op->error);
   complete_uses(op, ready, ran_signal());
-  while (Task* task = ready.pop_front()) task->executor()->submit(*task);
+  submit_in_priority_order(ready);
   release_hold(op);
 }
 

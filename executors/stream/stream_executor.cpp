@@ -226,7 +226,7 @@ StreamStats StreamExecutor::stats() const noexcept {
 void StreamExecutor::submit(Task& task) noexcept {
   {
     std::lock_guard lock(queue_mutex_);
-    queue_.push_back(&task);
+    queue_.push(&task);
     if (draining_) return;  // the draining thread issues it, after what it is issuing now
     draining_ = true;
   }
@@ -234,7 +234,7 @@ void StreamExecutor::submit(Task& task) noexcept {
     Task* next = nullptr;
     {
       std::lock_guard lock(queue_mutex_);
-      next = queue_.pop_front();
+      next = queue_.pop();
       if (next == nullptr) {
         draining_ = false;
         return;
@@ -384,7 +384,7 @@ void StreamExecutor::issue_one(Task& task) noexcept {
     }
   }
   // After the record: a successor on one of our streams may wait on this epoch's event.
-  while (Task* next = ready.pop_front()) next->executor()->submit(*next);
+  submit_in_priority_order(ready);
 }
 
 // Records the epoch's event and makes sure a notification will cover it.

@@ -62,9 +62,10 @@
 // with the error. An exception thrown by an op's function is that op's error, as for a CPU op.
 //
 // Issue order and threads. submit() may be called from any thread. One thread at a time issues (the first submitter
-// drains the queue; others append and return), so the per-stream state needs no lock and issue order is submission
-// order. Ops made ready by an issue are queued behind it, after its event has been recorded. An op's function must
-// not wait for other ops (WaitForVar throws inside an op, as for CPU ops).
+// drains the queue; others append and return), so the per-stream state needs no lock; the queue issues a higher
+// priority first (PushOptions::priority), and in submission order among equal priorities. Ops made ready by an issue
+// are queued behind it, after its event has been recorded. An op's function must not wait for other ops (WaitForVar
+// throws inside an op, as for CPU ops).
 //
 // Thread safety: as Executor. Ownership: owns the backend, its streams and events, and the io_context thread (started
 // in start(), joined in stop()). Failure: the constructor throws StreamError when the backend has no device or a
@@ -88,6 +89,7 @@
 #include "engine/frontier/axis.h"
 #include "engine/frontier/frontier.h"
 #include "executors/executor.h"
+#include "executors/ready_queue.h"
 #include "executors/stream/stream_backend.h"
 
 namespace depengine {
@@ -215,7 +217,7 @@ class StreamExecutor final : public Executor {
 
   // Submission queue and the draining flag (see "Issue order" above).
   std::mutex queue_mutex_;
-  TaskList queue_;         // guarded by queue_mutex_
+  ReadyQueue queue_;       // guarded by queue_mutex_
   bool draining_ = false;  // guarded by queue_mutex_
 
   std::unique_ptr<Io> io_;  // created by start(); its thread joined by stop(), itself freed by the destructor

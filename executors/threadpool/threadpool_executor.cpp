@@ -28,8 +28,7 @@ ThreadPoolExecutor::ThreadPoolExecutor(ThreadPoolOptions options)
 ThreadPoolExecutor::~ThreadPoolExecutor() { stop(); }
 
 Task* ThreadPoolExecutor::pop_locked() noexcept {
-  Task* task = urgent_.pop_front();
-  if (task == nullptr) task = normal_.pop_front();
+  Task* task = queue_.pop();
   if (task != nullptr) {
     // relaxed: a hint for spinning drainers; the queue itself is read under lock_.
     queued_.store(queued_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
@@ -58,7 +57,7 @@ void ThreadPoolExecutor::submit(Task& task) noexcept {
   bool start_drainer;
   {
     std::lock_guard guard(lock_);
-    (task.priority() > 0 ? urgent_ : normal_).push_back(&task);
+    queue_.push(&task);
     // relaxed: a hint; see pop_locked().
     queued_.store(queued_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     start_drainer = claim_drainer_locked();
@@ -98,7 +97,7 @@ Task* ThreadPoolExecutor::next_task(bool was_running) {
       if (task != nullptr) {
         --searching_;
         // Work remains and nobody else is looking: hand the search on to one more thread.
-        if (!urgent_.empty() || !normal_.empty()) start_drainer = claim_drainer_locked();
+        if (!queue_.empty()) start_drainer = claim_drainer_locked();
       } else if (give_up != Clock::time_point{} && Clock::now() >= give_up) {
         --searching_;
         --drainers_;

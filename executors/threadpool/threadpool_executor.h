@@ -1,7 +1,7 @@
 // The CPU executor: runs ready ops on oneTBB worker threads.
 //
 // oneTBB supplies the threads (a task_arena of `workers` slots); our ops never travel through a TBB task. Ready ops
-// wait in this executor's own queue (two FIFOs: urgent, for priority > 0, and normal), and each worker runs a
+// wait in this executor's own queue (a ReadyQueue: higher priority first, FIFO among equals), and each worker runs a
 // *drainer*: a TBB task that takes ops from the queue, runs them, and runs one op that each completion made ready
 // next, on the same thread, so a chain never crosses threads. A drainer that finds the queue empty spins for
 // `spin` (a cross-core wake costs about 10 us on these machines, so waiting that long first is cheap insurance),
@@ -32,6 +32,7 @@
 #include <mutex>
 
 #include "executors/executor.h"
+#include "executors/ready_queue.h"
 #include "support/spinlock.h"
 
 namespace depengine {
@@ -71,8 +72,7 @@ class ThreadPoolExecutor final : public Executor {
 
   // Shared by submitters and drainers, all under lock_.
   alignas(64) support::Spinlock lock_;
-  TaskList urgent_;
-  TaskList normal_;
+  ReadyQueue queue_;
   int drainers_ = 0;   // drainer tasks started and not yet finished
   int searching_ = 0;  // drainers looking for work (not running an op)
 
