@@ -120,7 +120,8 @@ struct EngineOptions {
 class Engine {
  public:
   // Starts the executors. Throws Error if options has no executor, a null one, max_in_flight == 0, a negative
-  // stall_report_after, or a DEPENGINE_STALL_REPORT that is not a number of seconds above 0.
+  // stall_report_after, a DEPENGINE_STALL_REPORT that is not a number of seconds above 0, or a DEPENGINE_ENGINE_TYPE
+  // other than NaiveEngine (every CPU executor replaced by an InlineExecutor) and ThreadedEngine (the default).
   explicit Engine(EngineOptions options);
   // Waits for every pushed op to complete, then stops the executors. Must not be called from inside an op.
   ~Engine();

@@ -152,6 +152,19 @@ inline void linger(int rounds = 64) {
   for (int i = 0; i < rounds; ++i) sink.fetch_add(1, std::memory_order_relaxed);
 }
 
+// Sets an environment variable for the scope's lifetime (the engine reads its switches when an engine or executor is
+// made), and unsets it after. The tests run one at a time, so no other thread reads the environment meanwhile.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { ::setenv(name, value, 1); }
+  ~ScopedEnv() { ::unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
 // An exception type of the tests' own, so a test can tell the op's exception from anything the engine raises.
 struct OpFailure : std::runtime_error {
   explicit OpFailure(int failure_id) : std::runtime_error("op failure " + std::to_string(failure_id)), id(failure_id) {}

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <string_view>
 #include <thread>
 #include <utility>
 
@@ -38,10 +39,25 @@ bool any_issues_ahead(const std::vector<std::unique_ptr<Executor>>& executors) n
   return false;
 }
 
+// DEPENGINE_ENGINE_TYPE=NaiveEngine (MXNet's switch for debugging): every CPU executor is replaced by an inline
+// executor, so each op runs on the thread that makes it ready, before the push returns when it is ready. Stream
+// executors stay. Unset or ThreadedEngine: the executors as given.
+std::vector<std::unique_ptr<Executor>> apply_engine_type(std::vector<std::unique_ptr<Executor>> executors) {
+  const char* type = std::getenv("DEPENGINE_ENGINE_TYPE");
+  if (type == nullptr || *type == '\0' || std::string_view(type) == "ThreadedEngine") return executors;
+  if (std::string_view(type) != "NaiveEngine") {
+    throw Error("DEPENGINE_ENGINE_TYPE='" + std::string(type) + "': expected NaiveEngine or ThreadedEngine");
+  }
+  for (auto& executor : executors) {
+    if (executor != nullptr && !executor->issues_ahead()) executor = std::make_unique<InlineExecutor>();
+  }
+  return executors;
+}
+
 }  // namespace
 
 EngineCore::EngineCore(EngineOptions options)
-    : executors_(std::move(options.executors)),
+    : executors_(apply_engine_type(std::move(options.executors))),
       has_streams_(any_issues_ahead(executors_)),
       cancel_on_destruction_(options.cancel_on_destruction),
       vars_(g_next_engine_id.fetch_add(1, std::memory_order_relaxed), has_streams_),  // relaxed: only uniqueness

@@ -1,8 +1,10 @@
 #include "executors/threadpool/threadpool_executor.h"
 
 #include <algorithm>
+#include <cstdlib>
 #include <mutex>
 #include <stdexcept>
+#include <string>
 #include <thread>
 
 namespace depengine {
@@ -14,6 +16,15 @@ int resolve_workers(int requested) {
                                 std::to_string(requested));
   }
   if (requested > 0) return requested;
+  if (const char* env = std::getenv("DEPENGINE_CPU_WORKERS"); env != nullptr && *env != '\0') {
+    char* end = nullptr;
+    const long workers = std::strtol(env, &end, 10);
+    if (end == env || *end != '\0' || workers < 1 || workers > 4096) {
+      throw std::invalid_argument(std::string("DEPENGINE_CPU_WORKERS='") + env +
+                                  "': expected a number of worker threads from 1 to 4096");
+    }
+    return static_cast<int>(workers);
+  }
   return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
 }
 

@@ -38,14 +38,17 @@
 namespace depengine {
 
 struct ThreadPoolOptions {
-  int workers = 0;  // worker threads; 0 means std::thread::hardware_concurrency()
+  // Worker threads; 0 means the environment variable DEPENGINE_CPU_WORKERS if set (MXNet's MXNET_CPU_WORKER_NTHREADS),
+  // else std::thread::hardware_concurrency().
+  int workers = 0;
   // How long an idle worker keeps looking for work before giving its thread back to oneTBB.
   std::chrono::nanoseconds spin = std::chrono::microseconds(20);
 };
 
 class ThreadPoolExecutor final : public Executor {
  public:
-  // Throws std::invalid_argument if options.workers is negative.
+  // Throws std::invalid_argument if options.workers is negative, or DEPENGINE_CPU_WORKERS is used and is not a number
+  // from 1 to 4096.
   explicit ThreadPoolExecutor(ThreadPoolOptions options = {});
   ~ThreadPoolExecutor() override;
 

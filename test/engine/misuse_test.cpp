@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "engine/engine.h"
+#include "executors/threadpool/threadpool_executor.h"
 #include "test/engine/test_support.h"
 #include "test/executors/executor_factories.h"
 
@@ -249,6 +250,23 @@ TEST_CASE("of two threads completing the same op at once, exactly one succeeds",
       CHECK(engine.Version(v) == static_cast<std::uint64_t>(rounds));
     }
   }
+}
+
+TEST_CASE("DEPENGINE_ENGINE_TYPE=NaiveEngine runs every CPU op inline; an unknown type is refused",
+          "[engine][misuse][environment]") {
+  {
+    const ScopedEnv env("DEPENGINE_ENGINE_TYPE", "NaiveEngine");
+    EngineOptions options;
+    options.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 2}));
+    Engine engine(std::move(options));
+    CHECK(engine.executor(0).name() == "inline");
+    std::thread::id ran_on;
+    engine.Push([&ran_on] { ran_on = std::this_thread::get_id(); }, {}, {engine.NewVariable()});
+    CHECK(ran_on == std::this_thread::get_id());  // before Push returned, on the pushing thread
+  }
+  const ScopedEnv env("DEPENGINE_ENGINE_TYPE", "FastEngine");
+  CHECK_THROWS_WITH(Engine(executor_factories().front().options()),
+                    Catch::Contains("DEPENGINE_ENGINE_TYPE='FastEngine': expected NaiveEngine or ThreadedEngine"));
 }
 
 }  // namespace

@@ -93,6 +93,16 @@ TEST_CASE("a negative worker count is rejected with a message", "[executors][thr
   CHECK(ThreadPoolExecutor(ThreadPoolOptions{.workers = 0}).workers() >= 1);
 }
 
+TEST_CASE("DEPENGINE_CPU_WORKERS sets the default worker count; a bad value is refused", "[executors][threadpool]") {
+  {
+    const ScopedEnv env("DEPENGINE_CPU_WORKERS", "3");
+    CHECK(ThreadPoolExecutor().workers() == 3);
+    CHECK(ThreadPoolExecutor(ThreadPoolOptions{.workers = 2}).workers() == 2);  // an explicit count wins
+  }
+  const ScopedEnv env("DEPENGINE_CPU_WORKERS", "three");
+  CHECK_THROWS_WITH(ThreadPoolExecutor(), Catch::Contains("DEPENGINE_CPU_WORKERS='three'"));
+}
+
 TEST_CASE("every submitted task runs exactly once, from many submitting threads", "[executors][threadpool]") {
   for (const int workers : {1, 2}) {
     DYNAMIC_SECTION("workers " << workers) {
