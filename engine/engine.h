@@ -101,16 +101,16 @@ concept AsyncOpFunction = (std::invocable<std::decay_t<F>&, const RunContext&, C
 struct EngineOptions {
   // The running policies, owned by the engine. PushOptions::context.executor indexes this list; the first is the
   // default. At least one is required.
-  std::vector<std::unique_ptr<Executor>> executors;
+  std::vector<std::unique_ptr<Executor>> executors{};
   // The most ops pushed and not yet completed (see Back-pressure above). At least 1.
   std::size_t max_in_flight = std::size_t{1} << 16;
   // Receives each error that no wait rethrew when the engine stops keeping it (see Errors above; errors.h). Null: one
   // line each on stderr, for the first ErrorLog::kStderrLines (16) errors, and a count of the rest at destruction.
-  ErrorSink error_sink;
+  ErrorSink error_sink{};
   // When ops are in flight and none has completed for this long, the engine hands InFlightReport() to stall_sink, once
   // per stall. Zero: off, unless the environment variable DEPENGINE_STALL_REPORT gives a number of seconds.
   std::chrono::milliseconds stall_report_after{0};
-  std::function<void(std::string_view)> stall_sink;  // null: stderr
+  std::function<void(std::string_view)> stall_sink{};  // null: stderr
   // ~Engine() cancels every op that has not started (as CancelScope::Cancel does for a scope: deletions still run) and
   // waits only for those that have, so that destroying an engine with many ops queued returns in bounded time. Off:
   // every pushed op runs first.

@@ -23,7 +23,7 @@ struct Context {
 };
 
 struct PushOptions {
-  Context context;
+  Context context{};
   // A hint: among ops ready at the same time, a higher priority runs first. 0 is normal.
   std::int32_t priority = 0;
   // A name for traces, RunContext and error messages. Owned (op_name.h), and copied into the op: a name built at run
@@ -36,12 +36,12 @@ struct PushOptions {
   // op may be issued earlier, as soon as the op that will reach the value has been issued by a stream executor of the
   // same engine: its stream then waits on the device for that op's work only (see engine/fence.h). A failed timeline
   // is an input error: the op is skipped with it (unless no_skip).
-  FenceList wait_fences;
+  FenceList wait_fences{};
   // When the op completes, it raises every timeline here to its value, attaching what it knew had happened (its wait
   // frontier and, for a stream op, its own (axis, epoch)). A timeline already at or past the value is left alone
   // (>= semantics: signallers that the engine orders may complete out of order). An op that fails or is skipped fails
   // these timelines with its error instead, so that no waiter waits for ever.
-  FenceList signal_fences;
+  FenceList signal_fences{};
   // The CancelScope the op belongs to (cancel_scope.h); null: none. Borrowed for the call: the op keeps the scope's
   // state alive itself.
   const CancelScope* scope = nullptr;
