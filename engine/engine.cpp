@@ -29,6 +29,9 @@ std::uint64_t Engine::Version(Var var) const { return core_->version(var); }
 std::size_t Engine::InFlight() const noexcept { return core_->in_flight_now(); }
 
 std::string Engine::InFlightReport() const { return core_->in_flight_report(); }
+std::optional<std::string> Engine::FailedOpName(const std::exception_ptr& error) const {
+  return core_->failed_op_name(error);
+}
 Executor& Engine::executor(std::uint32_t index) const { return core_->executor_at(index); }
 ShutdownHook Engine::AtShutdown(std::function<void()> fn) { return core_->at_shutdown(std::move(fn)); }
 ReportHook Engine::AtReport(std::function<std::string()> describe) { return core_->at_report(std::move(describe)); }

@@ -67,8 +67,10 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -183,6 +185,13 @@ class Engine {
 
   // The number of completed mutations of `var`. Exact inside an op that uses var; otherwise a recent value.
   [[nodiscard]] std::uint64_t Version(Var var) const;
+
+  // The name of the op that raised `error` (an exception a wait rethrew: the op's own object, unwrapped, so its type is
+  // the user's), while the engine remembers it: an error no wait has reported yet, or one of the last 64 that waits
+  // reported. Empty for an op pushed without a name; std::nullopt for an error the engine does not know (or no
+  // longer remembers).
+  //   try { engine.WaitForVar(loss); } catch (...) { name = engine.FailedOpName(std::current_exception()); }
+  [[nodiscard]] std::optional<std::string> FailedOpName(const std::exception_ptr& error) const;
 
   // What the ops in flight wait for, in words: for each variable with ops waiting, who holds it and who waits; the
   // wait fences not reached yet; and a wait cycle among them if there is one (an op waiting on a fence whose

@@ -41,6 +41,7 @@
 #include <functional>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -75,6 +76,9 @@ class EngineCore final : public ExecutorHost {
   [[nodiscard]] std::size_t in_flight_now() const noexcept { return in_flight_.now(); }
   // Engine::InFlightReport (in_flight_report.h), with what the report hooks add.
   [[nodiscard]] std::string in_flight_report();
+  [[nodiscard]] std::optional<std::string> failed_op_name(const std::exception_ptr& error) {
+    return errors_.op_of(error);
+  }
 
   // push.cpp. Push in two halves (see Engine::begin_push): a record for the op, then its variables and publication.
   // push() gives the record back if it throws; abandon() gives back a record whose push is abandoned before that.

@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
+#include <optional>
 #include <string>
 #include <utility>
 
@@ -29,16 +30,37 @@ void ErrorLog::poison(const Var& var, const std::exception_ptr& error, std::uint
   }
 }
 
+void ErrorLog::remember_locked(Entry&& entry) noexcept {
+  try {
+    recent_.push_back(std::move(entry));
+  } catch (...) {  // out of memory: op_of() will not name this one
+    return;
+  }
+  if (recent_.size() > kRecent) recent_.pop_front();
+}
+
 void ErrorLog::reported(const std::exception_ptr& error, const Var& var) noexcept {
   std::lock_guard lock(mutex_);
-  std::erase_if(unreported_, [&](const Entry& entry) { return entry.error == error; });
+  const auto match = [&](const Entry& entry) { return entry.error == error; };
+  // Not found when reported before (a skipped op passed the error on to this variable).
+  if (const auto it = std::find_if(unreported_.begin(), unreported_.end(), match); it != unreported_.end()) {
+    remember_locked(std::move(*it));
+    unreported_.erase(it);
+    std::erase_if(unreported_, match);  // copies raised by other ops (a failed stream's error)
+  }
   std::erase_if(poisonings_, [&](const Poisoning& poisoning) { return poisoning.var == var; });
 }
 
 ErrorLog::Taken ErrorLog::take(std::uint64_t owner) noexcept {
   std::lock_guard lock(mutex_);
   Taken taken;
-  if (!unreported_.empty()) taken.first = unreported_.front().error;
+  if (!unreported_.empty()) {
+    taken.first = unreported_.front().error;
+    try {
+      remember_locked(Entry(unreported_.front()));  // a copy: the partition below moves the entry out
+    } catch (...) {                                 // out of memory copying its name: op_of() will not name this one
+    }
+  }
   // Partitions move, never allocate: what stays keeps its order, what is taken is moved out.
   const auto others = std::stable_partition(unreported_.begin(), unreported_.end(), [&](const Entry& entry) {
     return entry.owner != owner && entry.error != taken.first;
@@ -59,6 +81,17 @@ ErrorLog::Taken ErrorLog::take(std::uint64_t owner) noexcept {
   }
   poisonings_.erase(kept, poisonings_.end());
   return taken;
+}
+
+std::optional<std::string> ErrorLog::op_of(const std::exception_ptr& error) {
+  std::lock_guard lock(mutex_);
+  for (const Entry& entry : unreported_) {
+    if (entry.error == error) return entry.op;
+  }
+  for (auto it = recent_.rbegin(); it != recent_.rend(); ++it) {
+    if (it->error == error) return it->op;
+  }
+  return std::nullopt;
 }
 
 namespace {

@@ -27,8 +27,10 @@
 
 #include <cstddef>
 #include <cstdint>
+#include <deque>
 #include <exception>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -72,11 +74,18 @@ class ErrorLog {
   [[nodiscard]] Taken take(std::uint64_t owner) noexcept;
   // Hands `dropped` to the sink, one call each.
   void sink(std::vector<Entry>& dropped, UnreportedError::When when) noexcept;
+  // The name of the op that raised `error` (Engine::FailedOpName), while the log knows it: unreported, or among the
+  // last kRecent that waits reported. Empty when that op had no name; nullopt when the log does not know the error.
+  [[nodiscard]] std::optional<std::string> op_of(const std::exception_ptr& error);
   // At shutdown: hands every unreported error to the sink (and counts those the default sink did not print).
   void sink_unreported() noexcept;
 
  private:
   static constexpr std::size_t kRecentDuplicates = 8;  // how far back raise() looks for the same error
+  static constexpr std::size_t kRecent = 64;           // reported errors whose op op_of() still names
+
+  // Keeps `entry` among the recently reported (under mutex_).
+  void remember_locked(Entry&& entry) noexcept;
 
   const ErrorSink sink_;
   std::mutex sink_mutex_;    // held around calls of the sink (never concurrent); taken before mutex_, never within
@@ -84,6 +93,7 @@ class ErrorLog {
   std::mutex mutex_;
   std::vector<Entry> unreported_;      // guarded by mutex_; in raise order
   std::vector<Poisoning> poisonings_;  // guarded by mutex_
+  std::deque<Entry> recent_;           // the last kRecent reported, oldest first; guarded by mutex_
 };
 
 }  // namespace depengine::detail

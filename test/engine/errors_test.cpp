@@ -7,6 +7,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <exception>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -151,6 +152,42 @@ TEST_CASE("no_skip ops run on poisoned variables, which keep their first error",
       CHECK(ran.load() == 2);
       // Error 2 was raised, and a keeps error 1: no variable carried 2, so no WaitForVar could report it.
       CHECK(thrown_id([&] { engine.WaitForAll(); }) == 2);
+    }
+  }
+}
+
+// Issue 17, item 7: an op's error reached the wait without the op's name.
+TEST_CASE("FailedOpName names the op behind an error a wait rethrew, keeping the exception the op's own",
+          "[engine][errors]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("failed op names on " + factory.name);
+      Engine engine(factory.options());
+      const Var loss = engine.NewVariable(), other = engine.NewVariable(), plain = engine.NewVariable();
+      engine.Push([] { throw OpFailure(41); }, {}, {loss}, {.name = "loss check, step " + std::to_string(7)});
+      engine.Push([] { throw OpFailure(42); }, {}, {other}, {.name = "unwaited"});
+      engine.Push([] { throw OpFailure(43); }, {}, {plain});
+      std::exception_ptr caught;
+      try {
+        engine.WaitForVar(loss);
+      } catch (const OpFailure&) {  // the op's own type
+        caught = std::current_exception();
+      }
+      REQUIRE(caught != nullptr);
+      CHECK(engine.FailedOpName(caught) == std::optional<std::string>("loss check, step 7"));
+      try {
+        engine.WaitForVar(plain);
+      } catch (const OpFailure&) {
+        caught = std::current_exception();
+      }
+      CHECK(engine.FailedOpName(caught) == std::optional<std::string>(""));                // pushed without a name
+      CHECK(engine.FailedOpName(std::make_exception_ptr(OpFailure(44))) == std::nullopt);  // not the engine's
+      try {
+        engine.WaitForAll();  // rethrows the one no wait reported
+      } catch (const OpFailure&) {
+        caught = std::current_exception();
+      }
+      CHECK(engine.FailedOpName(caught) == std::optional<std::string>("unwaited"));
     }
   }
 }
