@@ -61,7 +61,8 @@ ErrorLog::Taken ErrorLog::take(std::uint64_t owner) noexcept {
     } catch (...) {                                 // out of memory copying its name: op_of() will not name this one
     }
   }
-  // Partitions move, never allocate: what stays keeps its order, what is taken is moved out.
+  // What stays keeps its order; what is taken is moved out. (stable_partition works in place when it cannot allocate,
+  // so it does not throw here.)
   const auto others = std::stable_partition(unreported_.begin(), unreported_.end(), [&](const Entry& entry) {
     return entry.owner != owner && entry.error != taken.first;
   });
