@@ -61,4 +61,11 @@ function(depengine_bench)
   add_executable(${ARG_NAME} ${ARG_SOURCES})
   target_link_libraries(${ARG_NAME} PRIVATE depengine_bench_report ${ARG_LIBS} depengine_warnings)
   target_include_directories(${ARG_NAME} PRIVATE ${DEPENGINE_SOURCE_DIR})
+  depengine_help_test(${ARG_NAME} ${ARG_NAME})
+endfunction()
+
+# Every example and benchmark answers --help with its usage (bench/common/report.h, examples/common/arguments.h).
+function(depengine_help_test name command)
+  add_test(NAME ${name}_help COMMAND ${command} --help)
+  set_tests_properties(${name}_help PROPERTIES PASS_REGULAR_EXPRESSION "^usage: ${name} ")
 endfunction()

@@ -3,16 +3,24 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <cstdlib>
 #include <fstream>
 #include <stdexcept>
+#include <string>
 #include <string_view>
 
 namespace depengine::bench {
 
-Options parse_options(int argc, char** argv) {
+Options parse_options(int argc, char** argv, std::string_view usage) {
   Options options;
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      const std::string_view program = argv[0];
+      std::printf("usage: %s %.*s\n", std::string(program.substr(program.find_last_of('/') + 1)).c_str(),
+                  static_cast<int>(usage.size()), usage.data());
+      std::exit(0);
+    }
     auto value = [&]() -> std::string {
       if (i + 1 >= argc) throw std::invalid_argument("benchmark option " + std::string(arg) + " needs a value");
       return argv[++i];

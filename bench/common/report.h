@@ -12,6 +12,7 @@
 #pragma once
 
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace depengine::bench {
@@ -36,13 +37,15 @@ struct Record {
 //   --json FILE   also write the records to FILE
 //   --runs N      measurements per cell (default 5; the median is reported)
 //   --smoke       tiny sizes, one run: checks that the benchmark works, measures nothing
+//   --help, -h    prints "usage: PROGRAM USAGE" and exits with status 0 (`usage`: the program's whole command line)
 // Unknown arguments are an error (std::invalid_argument with the offending argument).
 struct Options {
   std::string json_path;
   int runs = 5;
   bool smoke = false;
 };
-Options parse_options(int argc, char** argv);
+inline constexpr std::string_view kCommonUsage = "[--runs N] [--json FILE] [--smoke]";
+Options parse_options(int argc, char** argv, std::string_view usage = kCommonUsage);
 
 // The median of `samples` (the mean of the middle two for an even count). Throws std::invalid_argument if empty.
 double median(std::vector<double> samples);

@@ -108,7 +108,7 @@ int main(int argc, char** argv) try {
   using namespace depengine;
   using namespace depengine::bench;
   if (argc == 4 && std::string_view(argv[1]) == "--count") return count_mode(argv[2], std::stoul(argv[3]));
-  const Options options = parse_options(argc, argv);
+  const Options options = parse_options(argc, argv, "[--runs N] [--json FILE] [--smoke] | --count WORKLOAD K");
   const std::vector<Workload> workloads = standard_workloads(options.smoke);
   const std::vector<System> systems = {
       {"depengine-inline", 1, [] { return std::make_unique<InlineExecutor>(); }},

@@ -45,7 +45,9 @@ HarnessOptions parse_harness_options(int argc, char** argv) {
       rest.push_back(argv[i]);
     }
   }
-  options.common = parse_options(static_cast<int>(rest.size()), rest.data());
+  options.common =
+      parse_options(static_cast<int>(rest.size()), rest.data(),
+                    "[--pattern P] [--width W] [--steps T] [--iterations N,N,...] [--runs N] [--json FILE] [--smoke]");
   if (options.iterations.empty()) {
     for (std::int64_t n = std::int64_t{1} << 16; n >= 1; n /= 2) options.iterations.push_back(n);
   }

@@ -2,7 +2,7 @@
 // exception that says what was wrong for a missing value, a value that is not a positive integer, or an unknown
 // option.
 //
-//   depengine::examples::Arguments args(argc, argv, "--epochs N, --check");
+//   depengine::examples::Arguments args(argc, argv, "[--epochs N] [--check]");
 //   while (args.next()) {
 //     if (args.is("--epochs")) epochs = args.positive();
 //     else if (args.is("--check")) check = true;
@@ -10,6 +10,8 @@
 //   }
 #pragma once
 
+#include <cstdio>
+#include <cstdlib>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -19,13 +21,19 @@ namespace depengine::examples {
 
 class Arguments {
  public:
-  // `usage` lists the options, for the message of unknown().
+  // `usage` lists the options ("[--epochs N] [--check]"), for --help and the message of unknown().
   Arguments(int argc, char** argv, std::string usage) : argc_(argc), argv_(argv), usage_(std::move(usage)) {}
 
-  // Moves to the next option; false once there is none.
+  // Moves to the next option; false once there is none. --help (or -h) prints "usage: PROGRAM USAGE" and exits with
+  // status 0.
   [[nodiscard]] bool next() {
     if (++at_ >= argc_) return false;
     option_ = argv_[at_];
+    if (option_ == "--help" || option_ == "-h") {
+      const std::string_view program = argv_[0];
+      std::printf("usage: %s %s\n", std::string(program.substr(program.find_last_of('/') + 1)).c_str(), usage_.c_str());
+      std::exit(0);
+    }
     return true;
   }
   [[nodiscard]] bool is(std::string_view option) const { return option_ == option; }

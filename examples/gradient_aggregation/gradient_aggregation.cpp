@@ -65,7 +65,8 @@ struct Options {
 
 Options parse(int argc, char** argv) {
   Options o;
-  depengine::examples::Arguments args(argc, argv, "--devices N, --device streams|cuda, --epochs N, --batch N, --check");
+  depengine::examples::Arguments args(argc, argv,
+                                      "[--devices N] [--device streams|cuda] [--epochs N] [--batch N] [--check]");
   while (args.next()) {
     if (args.is("--devices")) {
       o.devices = args.positive();

@@ -121,6 +121,10 @@ int main(int argc, char** argv) try {
   std::vector<int> thread_counts{1, 2, 4};
   for (int i = 1; i < argc; ++i) {
     const std::string_view arg = argv[i];
+    if (arg == "--help" || arg == "-h") {
+      std::printf("usage: prng_pipeline [--samples N] [--threads T]\n");
+      return 0;
+    }
     if (arg == "--samples") {
       count = parse_positive(arg, i + 1 < argc ? argv[++i] : nullptr);
     } else if (arg == "--threads") {

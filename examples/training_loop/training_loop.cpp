@@ -60,8 +60,8 @@ struct Options {
 Options parse(int argc, char** argv) {
   Options o;
   depengine::examples::Arguments args(argc, argv,
-                                      "--device cpu|streams|cuda, --epochs N, --batch N, --rows N, --workers N, "
-                                      "--trace FILE, --check");
+                                      "[--device cpu|streams|cuda] [--epochs N] [--batch N] [--rows N] [--workers N] "
+                                      "[--trace FILE] [--check]");
   while (args.next()) {
     if (args.is("--device")) {
       o.device = args.value();

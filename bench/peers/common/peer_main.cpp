@@ -18,7 +18,8 @@ PeerOptions parse_peer_options(int argc, char** argv) {
       rest.push_back(argv[i]);
     }
   }
-  options.common = parse_options(static_cast<int>(rest.size()), rest.data());
+  options.common =
+      parse_options(static_cast<int>(rest.size()), rest.data(), "[--workload NAME] [--runs N] [--json FILE] [--smoke]");
   return options;
 }
 

@@ -50,4 +50,5 @@ function(depengine_clang_openmp_executable)
     COMMENT "Linking ${ARG_NAME} with clang++ and libomp"
     VERBATIM)
   add_custom_target(${ARG_NAME}_clang ALL DEPENDS ${executable})
+  depengine_help_test(${ARG_NAME} ${executable})
 endfunction()

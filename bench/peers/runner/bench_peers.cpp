@@ -91,7 +91,9 @@ RunnerOptions parse_runner_options(int argc, char** argv) {
       rest.push_back(argv[i]);
     }
   }
-  options.common = parse_options(static_cast<int>(rest.size()), rest.data());
+  options.common = parse_options(static_cast<int>(rest.size()), rest.data(),
+                                 "[--runs N] [--json FILE] [--smoke] [--part peers|metg|all] [--only SYSTEM,...] "
+                                 "[--curves] [--metg-steps T] [--metg-max-us U]");
   return options;
 }
 
