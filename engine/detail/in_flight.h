@@ -13,7 +13,8 @@
 // Happens-before: when wait_at_most(level) returns, the effects of every op retired so far (everything done before its
 // leave()) are visible to the caller.
 //
-// Thread safety: every member from any thread. Cost: admit() is one relaxed compare-exchange on the pushers' line;
+// Thread safety: every member from any thread. Cost: admit() is one relaxed compare-exchange on the pushers' line
+// (and, for a push from outside an op, one load of the closed flag, a line written once);
 // leave() one seq_cst increment on the completers' line and one load of the sleepers' line (cached everywhere while no
 // one waits). Allocation: none.
 #pragma once
