@@ -1,5 +1,5 @@
 // End-to-end cost of the engine per op: the four standard workloads (bench/common/workloads.h) pushed from one
-// thread and waited for, on the inline executor and on the threadpool executor with 2 workers.
+// thread and waited for, on the inline executor and on the threadpool executor with 1 and with 2 workers.
 //
 //   bench_engine [--runs N] [--json FILE] [--smoke]
 //   bench_engine --count WORKLOAD K     (for bench/engine/count_instructions.sh)
@@ -9,6 +9,8 @@
 // noisy or unfamiliar machine:
 //   line-transfer / pingpong   one-way transfer of a cache line between two threads (the floor of any hand-off)
 //   independent / tbb-task_group   oneTBB task_group::run of the same number of empty tasks, no dependencies
+// Each threadpool row carries `line_transfers_per_op`: (its ns/op - the inline row's for the same workload) / the
+// line-transfer row, what handing each op to a worker cost in cache-line transfers on this run's machine.
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
@@ -95,6 +97,22 @@ int count_mode(std::string_view name, std::size_t ops) {
                               "' (expected independent, chain, randsum or fanout)");
 }
 
+// Adds line_transfers_per_op to each threadpool record (see the top of this file).
+void add_transfers_per_op(std::vector<Record>& records) {
+  const auto find = [&](const std::string& workload, const std::string& system) -> const Record& {
+    for (const Record& r : records) {
+      if (r.workload == workload && r.system == system) return r;
+    }
+    throw std::logic_error("bench_engine: no record for " + workload + " / " + system);
+  };
+  const double transfer_ns = find("line-transfer", "pingpong").ns_per_op;
+  for (Record& r : records) {
+    if (r.system != "depengine-threadpool") continue;
+    const double inline_ns = find(r.workload, "depengine-inline").ns_per_op;
+    r.metrics.push_back({"line_transfers_per_op", (r.ns_per_op - inline_ns) / transfer_ns});
+  }
+}
+
 struct System {
   std::string name;
   int threads;
@@ -112,6 +130,7 @@ int main(int argc, char** argv) try {
   const std::vector<Workload> workloads = standard_workloads(options.smoke);
   const std::vector<System> systems = {
       {"depengine-inline", 1, [] { return std::make_unique<InlineExecutor>(); }},
+      {"depengine-threadpool", 1, [] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}); }},
       {"depengine-threadpool", 2, [] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 2}); }},
   };
   std::vector<Record> records;
@@ -134,6 +153,7 @@ int main(int argc, char** argv) try {
                                 [&] { return run_workload(engine, workload); }));
     }
   }
+  add_transfers_per_op(records);
   report(options, records);
   return 0;
 } catch (const std::exception& e) {

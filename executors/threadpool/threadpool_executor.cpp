@@ -31,30 +31,14 @@ int resolve_workers(int requested) {
 }  // namespace
 
 ThreadPoolExecutor::ThreadPoolExecutor(ThreadPoolOptions options)
-    : workers_(resolve_workers(options.workers)),
+    : workers_(static_cast<std::uint32_t>(resolve_workers(options.workers))),
       spin_(options.spin),
       thread_limit_(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(workers_) + 1),
-      arena_(workers_, /*reserved_for_masters=*/0) {}
+      arena_(static_cast<int>(workers_), /*reserved_for_masters=*/0) {}
 
 ThreadPoolExecutor::~ThreadPoolExecutor() { stop(); }
 
-Task* ThreadPoolExecutor::pop_locked() noexcept {
-  Task* task = queue_.pop();
-  if (task != nullptr) {
-    // relaxed: a hint for spinning drainers; the queue itself is read under lock_.
-    queued_.store(queued_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
-  }
-  return task;
-}
-
-bool ThreadPoolExecutor::claim_drainer_locked() noexcept {
-  if (searching_ > 0 || drainers_ >= workers_) return false;
-  ++drainers_;
-  ++searching_;  // a new drainer starts out searching
-  return true;
-}
-
-void ThreadPoolExecutor::launch_drainer() {
+void ThreadPoolExecutor::launch_drainer() noexcept {
   {
     std::lock_guard guard(alive_mutex_);
     ++alive_;
@@ -64,24 +48,68 @@ void ThreadPoolExecutor::launch_drainer() {
   arena_.enqueue([this] { drain(); });
 }
 
-void ThreadPoolExecutor::submit(Task& task) noexcept {
-  bool start_drainer;
-  {
-    std::lock_guard guard(lock_);
-    queue_.push(&task);
-    // relaxed: a hint; see pop_locked().
-    queued_.store(queued_.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    start_drainer = claim_drainer_locked();
+// Starts a drainer, counted as searching, if none is searching and fewer than workers_ exist. `counts` is a value of
+// counts_ read by the caller after it made its work visible.
+void ThreadPoolExecutor::start_drainer_if_none_searching(std::uint64_t counts) noexcept {
+  while (searchers(counts) == 0 && drainers(counts) < workers_) {
+    // seq_cst: like every change of counts_, part of the Dekker pair described in next_task().
+    if (counts_.compare_exchange_weak(counts, counts + kDrainer + kSearcher, std::memory_order_seq_cst)) {
+      launch_drainer();
+      return;
+    }
   }
-  if (start_drainer) launch_drainer();
+}
+
+void ThreadPoolExecutor::submit(Task& task) noexcept {
+  Task* newest = inbox_.load(std::memory_order_relaxed);
+  do {
+    task.next_ = newest;
+    // seq_cst: releases the op's record to the consumer that takes the stack (its acquire exchange in pop()), and is
+    // the submit's half of the Dekker pair with a drainer that gives up (next_task()), with the load below.
+  } while (!inbox_.compare_exchange_weak(newest, &task, std::memory_order_seq_cst, std::memory_order_relaxed));
+  start_drainer_if_none_searching(counts_.load(std::memory_order_seq_cst));
+}
+
+bool ThreadPoolExecutor::has_work() const noexcept {
+  // relaxed: hints for a spinning drainer; pop() decides under lock_.
+  return inbox_.load(std::memory_order_relaxed) != nullptr || queued_.load(std::memory_order_relaxed) != 0;
+}
+
+// Moves the inbox into the ready queue, oldest first, and pops the task to start next (nullptr if none); `more` says
+// whether tasks remain queued.
+Task* ThreadPoolExecutor::pop(bool& more) noexcept {
+  std::lock_guard guard(lock_);
+  // relaxed: looking first keeps the inbox line shared (not written) while it stays empty; the exchange decides.
+  if (inbox_.load(std::memory_order_relaxed) != nullptr) {
+    // acquire: pairs with the release of the compare-exchange of every submit() whose task is in the stack (they form
+    // one release sequence), so the tasks' records are visible here.
+    Task* newest = inbox_.exchange(nullptr, std::memory_order_acquire);
+    Task* oldest = nullptr;
+    while (newest != nullptr) {  // reverse the stack: submission order
+      Task* next = newest->next_;
+      newest->next_ = oldest;
+      oldest = newest;
+      newest = next;
+    }
+    std::size_t added = 0;
+    while (oldest != nullptr) {
+      Task* next = oldest->next_;
+      queue_.push(oldest);
+      oldest = next;
+      ++added;
+    }
+    // relaxed: a hint for spinning drainers, written under lock_ only.
+    queued_.store(queued_.load(std::memory_order_relaxed) + added, std::memory_order_relaxed);
+  }
+  Task* task = queue_.pop();
+  if (task != nullptr) queued_.store(queued_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  more = !queue_.empty();
+  return task;
 }
 
 bool ThreadPoolExecutor::try_help() noexcept {
-  Task* task;
-  {
-    std::lock_guard guard(lock_);
-    task = pop_locked();
-  }
+  bool more = false;
+  Task* task = has_work() ? pop(more) : nullptr;
   if (task == nullptr) return false;
   TaskList ready;
   host_->execute(*task, -1, ready);
@@ -90,36 +118,49 @@ bool ThreadPoolExecutor::try_help() noexcept {
   return true;
 }
 
-// Returns the next op for a drainer to run, or nullptr when the drainer should finish. `was_running` says the drainer
-// comes back from running ops (and so is not yet counted as searching).
-Task* ThreadPoolExecutor::next_task(bool was_running) {
+// Returns the next op for a drainer, which counts as searching, to run, or nullptr when the drainer should finish (it
+// is then no longer counted).
+//
+// Giving up is one half of a Dekker pair with submit(): the drainer leaves counts_ and then looks at the inbox once
+// more (seq_cst both); submit() pushes to the inbox and then reads counts_ (seq_cst both). One of the two sees the
+// other: either the drainer sees the op and comes back, or the submit sees the drainer gone and starts one. The ready
+// queue is looked at under lock_, where every consumer changes it. So an op is never left queued with nobody searching.
+Task* ThreadPoolExecutor::next_task() {
   using Clock = std::chrono::steady_clock;
   Clock::time_point give_up{};
   for (;;) {
-    bool start_drainer = false;
-    Task* task;
-    {
-      std::lock_guard guard(lock_);
-      if (was_running) {
-        ++searching_;
-        was_running = false;
-      }
-      task = pop_locked();
-      if (task != nullptr) {
-        --searching_;
+    if (has_work()) {
+      bool more = false;
+      if (Task* task = pop(more)) {
+        const std::uint64_t counts = counts_.fetch_sub(kSearcher, std::memory_order_seq_cst) - kSearcher;
         // Work remains and nobody else is looking: hand the search on to one more thread.
-        if (!queue_.empty()) start_drainer = claim_drainer_locked();
-      } else if (give_up != Clock::time_point{} && Clock::now() >= give_up) {
-        --searching_;
-        --drainers_;
-        return nullptr;  // decided under lock_: a submit after this sees searching_ == 0 and starts a drainer
+        if (more) start_drainer_if_none_searching(counts);
+        return task;
       }
     }
-    if (start_drainer) launch_drainer();
-    if (task != nullptr) return task;
-    if (give_up == Clock::time_point{}) give_up = Clock::now() + spin_;
-    // relaxed: a hint; whether there really is work is decided under lock_ above.
-    for (int i = 0; i < 256 && queued_.load(std::memory_order_relaxed) == 0; ++i) support::cpu_relax();
+    const Clock::time_point now = Clock::now();
+    if (give_up == Clock::time_point{}) {
+      give_up = now + spin_;
+    } else if (now >= give_up) {
+      std::uint64_t counts =
+          counts_.fetch_sub(kDrainer + kSearcher, std::memory_order_seq_cst) - (kDrainer + kSearcher);
+      bool idle;
+      {
+        std::lock_guard guard(lock_);
+        idle = queue_.empty() && inbox_.load(std::memory_order_seq_cst) == nullptr;
+      }
+      if (idle) return nullptr;
+      // Work arrived as we left, and its submit may have seen us searching: search again, unless another drainer
+      // does or the pool is full again.
+      bool back = false;
+      while (!back && searchers(counts) == 0 && drainers(counts) < workers_) {
+        back = counts_.compare_exchange_weak(counts, counts + kDrainer + kSearcher, std::memory_order_seq_cst);
+      }
+      if (!back) return nullptr;
+      give_up = Clock::time_point{};
+      continue;
+    }
+    for (int i = 0; i < 256 && !has_work(); ++i) support::cpu_relax();
   }
 }
 
@@ -129,11 +170,13 @@ void ThreadPoolExecutor::drain() {
   (void)launches_.load(std::memory_order_acquire);
   const int worker = tbb::this_task_arena::current_thread_index();
   TaskList ready;
-  for (Task* task = next_task(false); task != nullptr; task = next_task(true)) {
+  while (Task* task = next_task()) {
     do {
       host_->execute(*task, worker, ready);
       task = take_ready(ready, this);
     } while (task != nullptr);
+    // seq_cst: see next_task(). Searching again.
+    counts_.fetch_add(kSearcher, std::memory_order_seq_cst);
   }
   // The last access to this object: stop() cannot return before we release alive_mutex_.
   std::lock_guard guard(alive_mutex_);

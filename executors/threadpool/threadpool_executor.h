@@ -1,20 +1,29 @@
 // The CPU executor: runs ready ops on oneTBB worker threads.
 //
-// oneTBB supplies the threads (a task_arena of `workers` slots); our ops never travel through a TBB task. Ready ops
-// wait in this executor's own queue (a ReadyQueue: higher priority first, FIFO among equals), and each worker runs a
-// *drainer*: a TBB task that takes ops from the queue, runs them, and runs one op that each completion made ready
-// next, on the same thread, so a chain never crosses threads. A drainer that finds the queue empty spins for
-// `spin` (a cross-core wake costs about 10 us on these machines, so waiting that long first is cheap insurance),
+// oneTBB supplies the threads (a task_arena of `workers` slots); our ops never travel through a TBB task. Each worker
+// runs a *drainer*: a TBB task that takes ops from this executor's queues, runs them, and runs one op that each
+// completion made ready next, on the same thread, so a chain never crosses threads. A drainer that finds no work spins
+// for `spin` (a cross-core wake costs about 10 us on these machines, so waiting that long first is cheap insurance),
 // then returns its thread to oneTBB, which parks it.
+//
+// Two queues, so that a submitting thread never waits for a worker (README.md):
+//   - the inbox, where submit() puts an op: a lock-free stack, one compare-exchange per op and nothing else shared
+//     with the workers but that line; a drainer takes the whole stack at once.
+//   - the ready queue (a ReadyQueue: higher priority first, FIFO among equals), where drainers put what they take from
+//     the inbox, in submission order, and pop from. Only drainers and helping threads touch it, under a spinlock, so
+//     the lock and the queue's lines stay with the workers.
 //
 // Waking, "never more workers than there is work": at most one drainer searches for work at a time. A submit starts
 // a new drainer only when none is searching and fewer than `workers` exist; a searching drainer that finds work
 // starts one more only if work remains queued. So a burst of n ops wakes at most min(n, workers) threads, one by
-// one, and a steady trickle keeps one thread busy rather than waking a second. (See README.md for the timeline.)
+// one, and a steady trickle keeps one thread busy rather than waking a second. The counts live in one atomic word;
+// a submit (push to the inbox, then read the word) and a drainer that gives up (leave the word, then read the inbox)
+// form a Dekker pair, so an op is never left queued with nobody searching. (See README.md for the timeline.)
 //
 // Thread safety: every method may be called from any thread, except start()/stop() (the engine's owner thread).
-// Cost: submit() takes the queue spinlock once (and enqueues a TBB task only when a drainer must be started);
-// running a kept successor takes no lock. No allocation per op; starting a drainer allocates one TBB task.
+// Cost: submit() is one compare-exchange on the inbox line and one load of the counts (and enqueues a TBB task only
+// when a drainer must be started); running a kept successor takes no lock. No allocation per op; starting a drainer
+// allocates one TBB task.
 //
 // oneTBB caps its worker threads at hardware threads - 1 by default. The executor holds a
 // tbb::global_control(max_allowed_parallelism, workers + 1) for its lifetime so that all `workers` can run; oneTBB
@@ -53,7 +62,7 @@ class ThreadPoolExecutor final : public Executor {
   ~ThreadPoolExecutor() override;
 
   [[nodiscard]] std::string_view name() const noexcept override { return "threadpool"; }
-  [[nodiscard]] int workers() const noexcept { return workers_; }
+  [[nodiscard]] int workers() const noexcept { return static_cast<int>(workers_); }
 
   void start(ExecutorHost& host) override { host_ = &host; }
   void submit(Task& task) noexcept override;
@@ -61,32 +70,46 @@ class ThreadPoolExecutor final : public Executor {
   void stop() noexcept override;
 
  private:
+  // The drainer and searcher counts, one word: drainers (started, not finished) in the high half, searchers (drainers
+  // looking for work, not running an op) in the low half.
+  static constexpr std::uint64_t kSearcher = 1;
+  static constexpr std::uint64_t kDrainer = std::uint64_t{1} << 32;
+  [[nodiscard]] static std::uint32_t searchers(std::uint64_t counts) noexcept {
+    return static_cast<std::uint32_t>(counts);
+  }
+  [[nodiscard]] static std::uint32_t drainers(std::uint64_t counts) noexcept {
+    return static_cast<std::uint32_t>(counts >> 32);
+  }
+
   void drain();
-  Task* next_task(bool was_running);
-  [[nodiscard]] Task* pop_locked() noexcept;
-  [[nodiscard]] bool claim_drainer_locked() noexcept;
-  void launch_drainer();
+  Task* next_task();
+  [[nodiscard]] Task* pop(bool& more) noexcept;
+  [[nodiscard]] bool has_work() const noexcept;
+  void start_drainer_if_none_searching(std::uint64_t counts) noexcept;
+  void launch_drainer() noexcept;
 
   ExecutorHost* host_ = nullptr;  // not owned: the engine, set by start()
-  const int workers_;
+  const std::uint32_t workers_;
   const std::chrono::nanoseconds spin_;
   tbb::global_control thread_limit_;
   tbb::task_arena arena_;
 
-  // Shared by submitters and drainers, all under lock_.
+  // Written by submitters (a push) and by drainers and helpers (taking the whole stack), read by spinning drainers.
+  // Linked through Task::next_, newest first.
+  alignas(64) std::atomic<Task*> inbox_{nullptr};
+  // See kSearcher/kDrainer: written by submits that start a drainer and by drainers as they find work or give up.
+  alignas(64) std::atomic<std::uint64_t> counts_{0};
+  // Drainers and helpers only: the ready queue, under lock_, and its size, written under lock_ and read by spinning
+  // drainers without it (a hint).
   alignas(64) support::Spinlock lock_;
   ReadyQueue queue_;
-  int drainers_ = 0;   // drainer tasks started and not yet finished
-  int searching_ = 0;  // drainers looking for work (not running an op)
-
-  // Written under lock_, read by spinning drainers without it: a hint that the queue is not empty.
-  alignas(64) std::atomic<std::size_t> queued_{0};
+  std::atomic<std::size_t> queued_{0};
   // Drainers alive, for stop() to wait on. A mutex rather than an atomic wait: the last drainer's notify must happen
   // before stop() can return and the executor be destroyed, and holding alive_mutex_ across it guarantees that.
   // Bumped (release) by every launch and read (acquire) by every drainer as it starts, so the executor's state and the
   // host set by start() are visible to the drainer through an edge of our own: the hand-off itself goes through
   // oneTBB's enqueue, which ThreadSanitizer cannot see (oneTBB is uninstrumented, cmake/tsan-ignorelist.txt).
-  std::atomic<std::uint64_t> launches_{0};
+  alignas(64) std::atomic<std::uint64_t> launches_{0};
   std::mutex alive_mutex_;
   std::condition_variable alive_cv_;
   int alive_ = 0;  // guarded by alive_mutex_

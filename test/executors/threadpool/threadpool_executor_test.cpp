@@ -11,11 +11,13 @@
 #include <deque>
 #include <functional>
 #include <mutex>
+#include <random>
 #include <stdexcept>
 #include <thread>
 #include <vector>
 
 #include "executors/executor.h"
+#include "support/spinlock.h"
 #include "test/test_support.h"
 
 namespace depengine::test {
@@ -131,6 +133,37 @@ TEST_CASE("every submitted task runs exactly once, from many submitting threads"
       for (const auto& list : tasks) {
         for (const ScriptedTask& task : list) REQUIRE(task.runs.load() == 1);
       }
+      CHECK(host.max_running() <= workers);
+    }
+  }
+}
+
+TEST_CASE("a submit racing with a drainer that gives up is never lost", "[executors][threadpool]") {
+  // With no spin, a drainer that finds the queues empty gives up at once, so nearly every submit below lands while the
+  // only drainer is leaving: the Dekker pair between submit() and giving up (threadpool_executor.cpp, next_task()) must
+  // either keep that drainer or start another. A lost wake-up leaves a task unrun, which wait_until reports. Between
+  // rounds the test thread idles for a random while, so that submits land at every point of a drainer's spin and exit.
+  const unsigned seed = std::random_device{}();
+  INFO("seed " << seed);
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> idle_pauses(0, 600);
+  for (const int workers : {1, 2}) {
+    DYNAMIC_SECTION("workers " << workers) {
+      Watchdog watchdog("threadpool wake race");
+      FakeHost host;
+      ThreadPoolExecutor pool(ThreadPoolOptions{.workers = workers, .spin = std::chrono::nanoseconds(0)});
+      pool.start(host);
+      const std::size_t rounds = sized(2'000, 500, 1'000);
+      std::deque<ScriptedTask> tasks;
+      for (std::size_t i = 0; i < rounds; ++i) tasks.emplace_back(&pool, 0);
+      std::size_t unrun = 0;
+      for (ScriptedTask& task : tasks) {
+        for (int i = idle_pauses(rng); i > 0; --i) support::cpu_relax();
+        pool.submit(task);
+        if (!wait_until([&] { return task.runs.load() == 1; }, std::chrono::seconds(2))) ++unrun;
+      }
+      pool.stop();
+      CHECK(unrun == 0);
       CHECK(host.max_running() <= workers);
     }
   }
