@@ -225,5 +225,85 @@ TEST_CASE("one engine with two executors: successors cross between them", "[engi
   }
 }
 
+// The threadpool hands ops to its workers through an inbox that a busy worker does not look at (threadpool/README.md):
+// ops pushed while every worker is held inside an op pile up there, and must come out in an order that keeps every
+// chain in push order once the workers are free.
+TEST_CASE("chains pushed while every worker is busy stay ordered", "[engine][concurrency][threadpool]") {
+  const std::size_t links = sized(2000, 300, 600);
+  for (const int workers : {1, 2}) {
+    const ExecutorFactory factory = threadpool_factory(workers);
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("chains behind busy workers on " + factory.name);
+      Engine engine(factory.options());
+      std::atomic<bool> open{false};
+      std::atomic<int> held{0};
+      std::atomic<int> gate_timeouts{0};
+      for (int w = 0; w < workers; ++w) {
+        engine.Push(
+            [&] {
+              // release/acquire: the test thread waits for every worker to be held before it pushes the chains.
+              held.fetch_add(1, std::memory_order_release);
+              if (!wait_until([&] { return open.load(std::memory_order_acquire); })) {
+                gate_timeouts.fetch_add(1, std::memory_order_relaxed);
+              }
+            },
+            {}, {engine.NewVariable()});
+      }
+      REQUIRE(wait_until([&] { return held.load(std::memory_order_acquire) == workers; }));
+      constexpr int kChains = 4;
+      std::vector<Var> chains;
+      for (int c = 0; c < kChains; ++c) chains.push_back(engine.NewVariable());
+      std::vector<std::vector<std::size_t>> seen(kChains);  // each written only by its chain's ops, one at a time
+      std::atomic<std::size_t> independent_ran{0};
+      for (std::size_t i = 0; i < links; ++i) {
+        for (int c = 0; c < kChains; ++c) {
+          engine.Push([&seen, c, i] { seen[static_cast<std::size_t>(c)].push_back(i); }, {},
+                      {chains[static_cast<std::size_t>(c)]}, PushOptions{.priority = c % 2 == 0 ? 0 : 1});
+        }
+        engine.Push([&] { independent_ran.fetch_add(1, std::memory_order_relaxed); }, {}, {engine.NewVariable()});
+      }
+      open.store(true, std::memory_order_release);  // before WaitForAll, which would otherwise run the gates itself
+      engine.WaitForAll();
+      CHECK(gate_timeouts.load() == 0);
+      CHECK(independent_ran.load() == links);
+      for (int c = 0; c < kChains; ++c) {
+        CAPTURE(c);
+        const std::vector<std::size_t>& order = seen[static_cast<std::size_t>(c)];
+        REQUIRE(order.size() == links);
+        for (std::size_t i = 0; i < links; ++i) REQUIRE(order[i] == i);
+      }
+    }
+  }
+}
+
+// On one worker an op that pushes runs on the only thread that could run what it pushes: the pushes must queue, not
+// wait, and the worker must come back for them once the op returns.
+TEST_CASE("ops pushed from inside ops on a single worker all run, nothing waits for itself", "[engine][concurrency]") {
+  Watchdog watchdog("nested pushes on one worker");
+  const std::size_t fan = sized(300, 60, 100);
+  Engine engine(threadpool_factory(1).options());
+  const Var chain = engine.NewVariable();
+  std::atomic<std::size_t> leaves{0};
+  std::vector<std::size_t> chain_order;  // written by the chain's ops only, one at a time
+  engine.Push(
+      [&] {
+        for (std::size_t i = 0; i < fan; ++i) {
+          engine.Push([&chain_order, i] { chain_order.push_back(i); }, {}, {chain});
+          const Var own = engine.NewVariable();
+          engine.Push(
+              [&engine, &leaves, own] {
+                // a grandchild behind its parent on the same variable: granted only when the parent completes
+                engine.Push([&leaves] { leaves.fetch_add(1, std::memory_order_relaxed); }, {}, {own});
+              },
+              {}, {own});
+        }
+      },
+      {}, {engine.NewVariable()});
+  engine.WaitForAll();
+  CHECK(leaves.load() == fan);
+  REQUIRE(chain_order.size() == fan);
+  for (std::size_t i = 0; i < fan; ++i) REQUIRE(chain_order[i] == i);
+}
+
 }  // namespace
 }  // namespace depengine::test
