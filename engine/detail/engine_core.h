@@ -126,6 +126,7 @@ class EngineCore final : public ExecutorHost {
   void gather_uses(OpRecord* op, VarList reads, VarList mutates) const;
   void submit_new(OpRecord* op, const char* api);
   void grant(OpRecord* op, TaskList* ready) noexcept;
+  void hand_on(OpRecord* op, TaskList* ready) noexcept;
   void push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn);
 
   // completion.cpp

@@ -43,10 +43,12 @@ void check_fences(const FenceList& fences, const char* field) {
   }
 }
 
-// Appends `op` to the queue of every variable it uses, all locks held at once (see var_queue.h). Returns false,
-// appending nothing, if a variable was deleted since its handle was checked. DeleteVariable's op moves its variable's
-// generation on while the lock is held, so no push can slip in behind it.
-bool publish(OpRecord* op) noexcept {
+// Appends `op` to the queue of every variable it uses, all locks held at once (see var_queue.h), and sets its wait
+// counter to the grants still missing, ours included (op_node.h). Returns false, appending nothing, if a variable was
+// deleted since its handle was checked. DeleteVariable's op moves its variable's generation on while the lock is held,
+// so no push can slip in behind it. `ours_alone` tells whether no other party can grant the op (every use was granted
+// at append and it waits for no fence): our own grant is then the last, and needs no atomic operation.
+bool publish(OpRecord* op, bool& ours_alone) noexcept {
   VarUse* const uses = op->uses;
   const std::uint32_t count = op->num_uses;
   for (std::uint32_t i = 0; i < count; ++i) uses[i].var->lock();
@@ -56,16 +58,17 @@ bool publish(OpRecord* op) noexcept {
     alive = state_of(uses[i])->generation.load(std::memory_order_relaxed) == uses[i].tag;
   }
   if (alive) {
-    // + 1: our own grant, given after the unlocks; + 1 more for the wait fences, given when the last is reached.
-    op->reset_wait(static_cast<std::int32_t>(count) + 1 + (op->waits_fences ? 1 : 0));
     if (op->deletes_var) {
       VarState* var = state_of(uses[0]);
       // relaxed: under the lock, which every reader of generation that matters holds too.
       var->generation.store(var->generation.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
-    ReadyList ready;  // stays empty: the op waits for our grant
-    for (std::uint32_t i = 0; i < count; ++i) uses[i].var->append_locked(uses[i], ready);
-    assert(ready.empty());
+    std::int32_t missing = op->waits_fences ? 1 : 0;  // the wait fences give one grant, when the last is reached
+    for (std::uint32_t i = 0; i < count; ++i) {
+      if (!uses[i].var->append_locked(uses[i])) ++missing;
+    }
+    ours_alone = missing == 0;
+    op->reset_wait(missing + 1);  // + 1: our own grant, given after the unlocks
   }
   for (std::uint32_t i = 0; i < count; ++i) uses[i].var->unlock();
   return alive;
@@ -142,7 +145,8 @@ void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const
 void EngineCore::submit_new(OpRecord* op, const char* api) {
   if (!in_flight_.admit(op->internal || t_running.engine == this)) [[unlikely]]
     refuse_closed(op, api);
-  if (!publish(op)) {
+  bool ours_alone = false;
+  if (!publish(op, ours_alone)) {
     in_flight_.leave();
     op->recycle();
     throw Error(std::string(api) + ": a variable of the op was deleted (DeleteVariable) and may not be used again");
@@ -150,13 +154,21 @@ void EngineCore::submit_new(OpRecord* op, const char* api) {
   // Before our grant: the op cannot run (and retire) meanwhile.
   if (op->scope != nullptr) op->scope->op_pushed();
   if (op->waits_fences) arm_fence(op);
-  grant(op, nullptr);
+  if (ours_alone) {
+    hand_on(op, nullptr);  // our grant is the only one missing: no other thread can hold the op
+  } else {
+    grant(op, nullptr);
+  }
 }
 
-// Gives one grant to `op`. The last one hands it on (through make_ready when signals are carried): to `ready`, the
-// list of a running executor, if given; else to its executor.
+// Gives one grant to `op`; the last one hands it on.
 void EngineCore::grant(OpRecord* op, TaskList* ready) noexcept {
-  if (!op->grant()) return;
+  if (op->grant()) hand_on(op, ready);
+}
+
+// Hands on `op`, whose last grant the caller gave (through make_ready when signals are carried): to `ready`, the list
+// of a running executor, if given; else to its executor.
+void EngineCore::hand_on(OpRecord* op, TaskList* ready) noexcept {
   TaskList own;
   TaskList& out = ready != nullptr ? *ready : own;
   if (has_streams_) {

@@ -1,13 +1,17 @@
 // The per-operation wait counter, and an operation's use of one variable (the entry it puts in that variable's queue).
 //
-// An operation that uses k variables starts with a wait count of k + 1: one grant per variable queue, plus one held by
-// the pushing thread until the op has been appended to every queue, so that the op cannot start while it is still
-// being pushed. Whoever takes the count to zero owns the op's start: it is moved to a ReadyList and dispatched by that
-// thread, never by two.
+// An operation that uses k variables waits for one grant per variable queue, plus one held by the pushing thread until
+// the op has been appended to every queue (and its other bookkeeping is done), so that the op cannot start while it
+// is still being pushed. Grants given at append, while the pusher holds every queue's lock, are counted by the pusher
+// itself: it then sets the counter to the grants still missing (those of queues where the op waits, its own, and any
+// the engine adds), before it releases the locks, so no other thread can count down before the value is set. An op
+// granted everywhere at once is then the pusher's alone, with no atomic operation on its counter. Whoever takes the
+// count to zero owns the op's start: it is moved to a ReadyList and dispatched by that thread, never by two.
 //
 // Happens-before: everything a granting thread did before its grant (in particular the completed predecessor's
 // writes, which happen before the predecessor's release) is visible to the thread that makes the final grant, and so
-// to the op when it runs.
+// to the op when it runs. A grant at append carries the same through the queue's lock, which the pusher took after
+// the predecessor's completion released it.
 //
 // Thread safety: grant() may be called concurrently from any thread; the links are owned as documented per field.
 // Cost: one atomic read-modify-write per grant; no allocation.
@@ -40,9 +44,11 @@ struct VarUse {
 
 class OpNode {
  public:
-  // Sets the number of grants still missing. Only before the op is published to any queue.
+  // Sets the number of grants still missing. Only by the pusher, before any other thread can grant the op: before it
+  // is appended to any queue, or while the pusher still holds the lock of every queue it was appended to.
   void reset_wait(std::int32_t grants) noexcept {
-    // relaxed: the op is not yet visible to any other thread; publishing it (under a variable's lock) orders this.
+    // relaxed: another thread grants the op only after taking the lock of a queue it waits in, which the pusher
+    // releases after this store, so the lock's release/acquire orders it.
     wait_.store(grants, std::memory_order_relaxed);
   }
 

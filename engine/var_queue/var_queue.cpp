@@ -4,20 +4,19 @@
 
 namespace depengine {
 
-void VarQueue::append_locked(VarUse& use, ReadyList& ready) noexcept {
+bool VarQueue::append_locked(VarUse& use) noexcept {
   use.next = nullptr;
   if (use.access == Access::kRead && head_ == nullptr) {
     ++running_reads_;
-    grant(use, ready);
-    return;
+    return true;
   }
   if (head_ == nullptr) {
     head_ = tail_ = &use;  // a write heading the queue: runs once the reads before it are done
-    if (running_reads_ == 0) grant(use, ready);
-    return;
+    return running_reads_ == 0;
   }
   tail_->next = &use;
   tail_ = &use;
+  return false;
 }
 
 void VarQueue::grant_front_reads(ReadyList& ready) noexcept {

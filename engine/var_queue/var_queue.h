@@ -12,6 +12,8 @@
 //                                   first write: granted once running_reads_ is 0
 //
 //   - A read appended while head_ is null is granted at once (running_reads_ + 1); otherwise it waits in the list.
+//     (A grant at append is returned to the pusher, which counts it; grants at completion count down the op's wait
+//     counter. See append_locked().)
 //   - A write appended to an empty list becomes head_, granted at once if no read is running.
 //   - When the last running read completes, head_ (a write) is granted.
 //   - When the head write completes it is popped, the version moves on, and the reads now at the front are granted
@@ -72,9 +74,11 @@ class VarQueue {
   void lock() noexcept { lock_.lock(); }
   void unlock() noexcept { lock_.unlock(); }
 
-  // Appends `use` (whose op must not be ready yet: the pusher holds a grant back). If the use is granted at once and
-  // that grant completes its op's set, the op is appended to `ready`. Requires lock() held.
-  void append_locked(VarUse& use, ReadyList& ready) noexcept;
+  // Appends `use` and returns whether it is granted at once. A use granted at once does not count down its op's wait
+  // counter: the pusher counts such grants itself and sets the counter to the grants still missing while it still
+  // holds every queue's lock (op_node.h), so that an op whose uses are all granted at push costs no atomic operation
+  // on its counter. Requires lock() held.
+  [[nodiscard]] bool append_locked(VarUse& use) noexcept;
 
   // Records that `use` has completed (or, for a stream op, been issued): releases the ops it was holding back,
   // appending those made ready to `ready`. `signal` (null: none, the engine has no streams) is what later users must
