@@ -37,11 +37,12 @@ struct StreamExecutor::Stream {
 
   // Completion: shared by the issuing thread and the io thread.
   std::mutex mutex;
-  TaskList in_flight;              // issued ops not yet retired, in epoch order; guarded by mutex
-  std::uint64_t visible = 0;       // the last epoch whose event is enqueued; guarded by mutex
-  std::uint64_t notify_epoch = 0;  // what the notification in flight covers; guarded by mutex
-  bool notifying = false;          // a notification is in flight; guarded by mutex
-  std::exception_ptr error;        // the failure, once failed; guarded by mutex
+  TaskList in_flight;          // issued ops not yet retired, in epoch order; guarded by mutex
+  std::uint64_t visible = 0;   // the last epoch whose event is enqueued; guarded by mutex
+  std::uint64_t notified = 0;  // kNotify: the epoch of the last notification handled (one per epoch); guarded by mutex
+  // kNotify: notifications arrived and not yet handled (StreamExecutor::notified_posted_).
+  std::atomic<std::uint64_t> arrived{0};
+  std::exception_ptr error;  // the failure, once failed; guarded by mutex
   // Set (release) once `error` is; the issuing thread reads it (acquire) before taking the mutex for the error.
   std::atomic<bool> failed{false};
 
@@ -412,24 +413,19 @@ void StreamExecutor::enqueue_completion(Stream& s, Task& task) {
     start_polling();
     return;
   }
-  bool request = false;
   {
     std::lock_guard lock(s.mutex);
     s.in_flight.push_back(&task);
     s.visible = epoch;
-    if (!s.notifying) {
-      s.notifying = true;
-      s.notify_epoch = epoch;
-      request = true;
-    }
   }
-  if (!request) return;
+  // One notification per op, enqueued right behind its event: a notification shared with ops issued later would reach
+  // the engine only once they had run too, holding back this op's CPU successors for as long as that later work takes.
   bump(s.notifications);
   try {
     backend_->notify(s.handle, &StreamExecutor::notified, &s);
   } catch (...) {  // no notification will come: retire what it was to cover, with the error
     fail_stream(s, std::current_exception());
-    on_notified(s, s.failure());
+    on_notified(s, 1);
   }
 }
 
@@ -445,44 +441,45 @@ void StreamExecutor::fail_stream(Stream& s, const std::exception_ptr& error) noe
 
 // --- Completion ------------------------------------------------------------------------------------------------
 
-// On a backend thread: hand the notification to the io thread (a notification must not call the backend).
+// On a backend thread: hand the notification to the io thread (a notification must not call the backend; failing the
+// stream does not). Notifications of every stream are counted and handled together (see notified_posted_).
 void StreamExecutor::notified(void* context, std::exception_ptr error) noexcept {
   Stream* s = static_cast<Stream*>(context);
-  boost::asio::post(s->owner->io_->context, [s, error = std::move(error)] { s->owner->on_notified(*s, error); });
+  StreamExecutor* self = s->owner;
+  if (error != nullptr) self->fail_stream(*s, error);
+  // seq_cst both: the arrival's half of the Dekker pair with handle_notifications().
+  s->arrived.fetch_add(1, std::memory_order_seq_cst);
+  if (self->notified_posted_.exchange(true, std::memory_order_seq_cst)) return;
+  boost::asio::post(self->io_->context, [self] { self->handle_notifications(); });
 }
 
-// On the io thread (or on the issuing thread when requesting a notification failed): retire what the notification
-// covers and request the next one if ops were issued since.
-void StreamExecutor::on_notified(Stream& s, const std::exception_ptr& error) noexcept {
-  if (error != nullptr) fail_stream(s, error);
+// On the io thread: every notification arrived since the last call, stream by stream.
+void StreamExecutor::handle_notifications() noexcept {
+  // seq_cst both: the handler's half of the Dekker pair (see notified_posted_).
+  notified_posted_.store(false, std::memory_order_seq_cst);
+  for (const auto& s : streams_) {
+    const std::uint64_t count = s->arrived.exchange(0, std::memory_order_seq_cst);
+    if (count != 0) on_notified(*s, count);
+  }
+}
+
+// On the io thread (or on the issuing thread when requesting a notification failed): retire the ops of the next
+// `count` epochs, whose notifications these are (notifications arrive in the order they were enqueued, one per epoch).
+// Once the stream has failed (a notification carried an error, or one could not be requested), nothing issued on it
+// will succeed any more: every op in flight retires with the error (an op whose notification arrived in the same batch
+// before the failing one is blamed too); the notifications still to come then find nothing left to retire.
+void StreamExecutor::on_notified(Stream& s, std::uint64_t count) noexcept {
   TaskList done;
   std::uint64_t covered = 0;
-  bool request = false;
   {
     std::lock_guard lock(s.mutex);
-    covered = s.notify_epoch;
+    s.notified += count;
+    covered = s.error != nullptr ? std::max(s.notified, s.visible) : s.notified;
     while (s.in_flight.front() != nullptr && s.in_flight.front()->executor_word_ <= covered) {
       done.push_back(s.in_flight.pop_front());
     }
-    if (s.visible > covered && s.error == nullptr) {
-      s.notify_epoch = s.visible;
-      request = true;
-    } else if (s.visible > covered) {  // failed: nothing more will succeed; retire the rest with the error too
-      while (Task* task = s.in_flight.pop_front()) done.push_back(task);
-      s.notifying = false;
-    } else {
-      s.notifying = false;
-    }
   }
-  retire(s, done, covered);
-  if (!request) return;
-  bump(s.notifications);
-  try {
-    backend_->notify(s.handle, &StreamExecutor::notified, &s);
-  } catch (...) {
-    fail_stream(s, std::current_exception());
-    on_notified(s, s.failure());
-  }
+  if (!done.empty()) retire(s, done, covered);
 }
 
 // Retires `done` (ops up to epoch `covered`, in order): advances the tracker, or fails the axis if the stream failed.

@@ -39,7 +39,7 @@
 //                            at, the share the chosen stream already knew (same-stream entries included)
 //   waits_complete_fraction  complete / (the same): the share found complete on the tracker, needing no wait. It
 //                            depends on how far the streams trail the pushing thread, so on timing
-//   notifications_per_op     completion notifications requested, per op: below 1 when one retires several ops
+//   notifications_per_op     completion notifications requested, per op (kNotify: one per op)
 //   streams_used             streams that issued at least one op in the run
 // The three fractions sum to 1 (all three are 0 for a run in which no op had a wait-frontier entry). Every value is
 // the median over the runs on its own, so the figures of one row may come from different runs.

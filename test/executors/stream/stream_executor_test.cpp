@@ -145,6 +145,35 @@ TEST_CASE("a CPU op after a delayed stream op never runs before that op complete
   CHECK(early.load(std::memory_order_relaxed) == 0);
 }
 
+// A stream op's completion must reach its CPU successors once the device has run that op, not once the work queued
+// behind it has run too: the long op Y below is held until the CPU successor of X has run, so an executor that reports
+// X only with Y (one notification shared by X and Y, requested while W's was in flight) never lets Y finish, and Y's
+// gate times out, failing the stream (WaitForAll throws).
+TEST_CASE("a CPU op after a fast stream op does not wait for a long op issued behind it", "[stream_executor]") {
+  for (const StreamCompletion completion : {StreamCompletion::kNotify, StreamCompletion::kPoll}) {
+    DYNAMIC_SECTION((completion == StreamCompletion::kNotify ? "notify" : "poll")) {
+      Watchdog watchdog("completion behind a long op");
+      Engine engine(stream_engine_options({.compute_streams = 1, .completion = completion}));
+      const Var w = engine.NewVariable(), x = engine.NewVariable(), y = engine.NewVariable(), z = engine.NewVariable();
+      StreamGate lead, behind;
+      std::atomic<bool> cpu_ran{false};
+      // W is still running (its notification, if any, in flight) while X and Y are issued.
+      engine.Push([&](const RunContext& ctx) { launch(ctx, [&lead] { lead.hold(); }); }, {}, {w}, on_stream(0));
+      engine.Push([](const RunContext& ctx) { launch(ctx, [] {}); }, {}, {x}, on_stream(0));
+      engine.Push([&](const RunContext& ctx) { launch(ctx, [&behind] { behind.hold(); }); }, {}, {y}, on_stream(0));
+      engine.Push(
+          [&] {
+            cpu_ran.store(true, std::memory_order_relaxed);  // relaxed: read after WaitForAll
+            behind.open();
+          },
+          {x}, {z}, PushOptions{.context = {.executor = kCpu}});
+      lead.open();
+      CHECK_NOTHROW(engine.WaitForAll());
+      CHECK(cpu_ran.load(std::memory_order_relaxed));
+    }
+  }
+}
+
 TEST_CASE("no worker thread blocks while device work is pending", "[stream_executor]") {
   Watchdog watchdog("no blocked worker");
   // One CPU worker: had it blocked on the held stream op, none of the independent CPU ops could run.
