@@ -1,14 +1,49 @@
-# Installs the build tree at BUILD_DIR into a scratch prefix under WORK_DIR, then configures, builds and runs the
-# consumer project against it: what a user does with find_package(depengine).
+# Installs the build tree at BUILD_DIR into a scratch prefix under WORK_DIR, then uses it as a user would:
+#   1. find_package(depengine), build the consumer project against it and run it;
+#   2. the same on a machine without the CUDA toolkit (find_package(CUDAToolkit) disabled), asking for the CPU
+#      components only: a CUDA build of depengine must not need CUDA for them;
+#   3. a component that does not exist: configuring must fail and say which, and what the components are;
+#   4. pkg-config: build the consumer's main.cpp with `pkg-config --cflags --libs depengine` and run it.
 file(REMOVE_RECURSE ${WORK_DIR})
-foreach(step
-    "${CMAKE_COMMAND};--install;${BUILD_DIR};--prefix;${WORK_DIR}/prefix"
-    "${CMAKE_COMMAND};-S;${CONSUMER_DIR};-B;${WORK_DIR}/build;-G;Ninja;-DCMAKE_PREFIX_PATH=${WORK_DIR}/prefix;-DCMAKE_CXX_COMPILER=${CXX}"
-    "${CMAKE_COMMAND};--build;${WORK_DIR}/build"
-    "${WORK_DIR}/build/consumer")
-  execute_process(COMMAND ${step} RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE out)
+set(prefix ${WORK_DIR}/prefix)
+
+# Runs COMMAND; fails the check unless it exits with 0. Leaves its output in `out`.
+function(step)
+  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
   if(NOT status EQUAL 0)
-    message(FATAL_ERROR "install check failed at: ${step}\n${out}")
+    message(FATAL_ERROR "install check failed at: ${ARGN}\n${output}")
   endif()
-endforeach()
-message(STATUS "${out}")
+  set(out "${output}" PARENT_SCOPE)
+endfunction()
+
+# Configures, builds and runs the consumer in WORK_DIR/<name>, with extra configure arguments.
+function(consumer name)
+  step(${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/${name} -G Ninja -DCMAKE_PREFIX_PATH=${prefix}
+       -DCMAKE_CXX_COMPILER=${CXX} ${ARGN})
+  step(${CMAKE_COMMAND} --build ${WORK_DIR}/${name})
+  step(${WORK_DIR}/${name}/consumer)
+  message(STATUS "${name}: ${out}")
+endfunction()
+
+step(${CMAKE_COMMAND} --install ${BUILD_DIR} --prefix ${prefix})
+consumer(find_package)
+consumer(without_cuda -DCMAKE_DISABLE_FIND_PACKAGE_CUDAToolkit=ON "-DCONSUMER_COMPONENTS=engine\;threadpool")
+
+execute_process(COMMAND ${CMAKE_COMMAND} -S ${CONSUMER_DIR} -B ${WORK_DIR}/bad_component -G Ninja
+                        -DCMAKE_PREFIX_PATH=${prefix} -DCMAKE_CXX_COMPILER=${CXX} -DCONSUMER_COMPONENTS=no_such_thing
+                RESULT_VARIABLE status OUTPUT_VARIABLE out ERROR_VARIABLE out)
+string(REGEX REPLACE "[ \n]+" " " flat "${out}")  # CMake wraps the message
+if(status EQUAL 0 OR NOT flat MATCHES "component 'no_such_thing' is not one of depengine's components \\(.*threadpool")
+  message(FATAL_ERROR "install check: find_package(depengine COMPONENTS no_such_thing) should fail and say why; it "
+                      "exited with ${status}:\n${out}")
+endif()
+
+set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
+step(pkg-config --modversion depengine)
+string(STRIP "${out}" version)
+step(pkg-config --cflags --libs depengine)
+separate_arguments(flags UNIX_COMMAND "${out}")
+step(${CXX} ${CONSUMER_DIR}/main.cpp -o ${WORK_DIR}/pkg_config_consumer "-DDEPENGINE_EXPECTED_VERSION=\"${version}\""
+     ${flags})
+step(${WORK_DIR}/pkg_config_consumer)
+message(STATUS "pkg-config: ${out}")

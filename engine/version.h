@@ -1,0 +1,11 @@
+// depengine's version, for code that must tell releases apart at compile time. The one place it is written: the
+// top-level CMakeLists.txt reads it from here (project(VERSION)), so the CMake package, the pkg-config file and these
+// macros always agree.
+#pragma once
+
+#define DEPENGINE_VERSION_MAJOR 0
+#define DEPENGINE_VERSION_MINOR 1
+#define DEPENGINE_VERSION_PATCH 0
+// One number that orders versions: 10000 * major + 100 * minor + patch (0.1.0 is 100).
+#define DEPENGINE_VERSION (DEPENGINE_VERSION_MAJOR * 10000 + DEPENGINE_VERSION_MINOR * 100 + DEPENGINE_VERSION_PATCH)
+#define DEPENGINE_VERSION_STRING "0.1.0"
