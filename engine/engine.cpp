@@ -37,5 +37,6 @@ ShutdownHook Engine::AtShutdown(std::function<void()> fn) { return core_->at_shu
 ReportHook Engine::AtReport(std::function<std::string()> describe) { return core_->at_report(std::move(describe)); }
 void Engine::StartTrace(std::string path) { core_->start_trace(std::move(path)); }
 void Engine::StopTrace() { core_->stop_trace(); }
+void Engine::FlushTrace() { core_->flush_trace(); }
 
 }  // namespace depengine

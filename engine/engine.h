@@ -53,7 +53,10 @@
 //   chrome://tracing): a lane per host thread and per stream, a slice per op with its name and variables, an arrow
 //   from each op to the ops its completion (or issue) made ready, and counters of ops in flight and device waits
 //   issued and elided (engine/detail/trace_recorder.h). With DEPENGINE_TRACE, the first engine of the process writes
-//   path, later ones path.2, path.3, ... Tracing adds a few microseconds per op; off, one load per op.
+//   path, later ones path.2, path.3, ... Tracing adds a few microseconds per op; off, one load per op. A long or stuck
+//   run need not end to leave a trace: FlushTrace() writes what has been recorded so far, and so does a stall report
+//   (EngineOptions::stall_report_after); the file is replaced whole, so a run killed at any moment leaves the last
+//   one written.
 //
 // Thread safety: every member may be called from any thread, concurrently, except the destructor.
 // Cost: Push takes one spinlock per distinct variable and a pooled record. In steady state it allocates nothing for ops
@@ -110,7 +113,8 @@ struct EngineOptions {
   // line each on stderr, for the first ErrorLog::kStderrLines (16) errors, and a count of the rest at destruction.
   ErrorSink error_sink{};
   // When ops are in flight and none has completed for this long, the engine hands InFlightReport() to stall_sink, once
-  // per stall. Zero: off, unless the environment variable DEPENGINE_STALL_REPORT gives a number of seconds.
+  // per stall, and writes the trace recorded so far if one is on (its last line then names the file). Zero: off, unless
+  // the environment variable DEPENGINE_STALL_REPORT gives a number of seconds.
   std::chrono::milliseconds stall_report_after{0};
   std::function<void(std::string_view)> stall_sink{};  // null: stderr
   // ~Engine() cancels every op that has not started (as CancelScope::Cancel does for a scope: deletions still run) and
@@ -221,6 +225,10 @@ class Engine {
   // file cannot be written, or when called from inside a running op of this engine.
   void StartTrace(std::string path);
   void StopTrace();
+  // Writes the trace recorded so far (the ops finished by now) to the trace's file, and goes on recording; StopTrace
+  // or a later FlushTrace rewrites it. Does not wait for anything; may be called from inside an op. Throws Error if no
+  // trace is on or the file cannot be written.
+  void FlushTrace();
 
  private:
   // A push in three steps, so that the function is constructed in place in the op's record: take a record (throws

@@ -100,8 +100,26 @@ void EngineCore::start_stall_watch(std::chrono::milliseconds after, std::functio
   stall_watch_ = std::make_unique<StallWatch>(
       after, StallWatch::Probe{.retired = [this] { return std::uint64_t{in_flight_.retired()}; },
                                .in_flight = [this] { return in_flight_.upper_bound(); },
-                               .report = [this] { return in_flight_report(); },
+                               .report = [this] { return in_flight_report() + flush_trace_for_report(); },
                                .sink = std::move(sink)});
+}
+
+void EngineCore::flush_trace() const {
+  TraceRecorder* recorder = trace_.recorder();
+  if (recorder == nullptr) throw Error("FlushTrace: no trace is on");
+  recorder->write();
+}
+
+// For a stall report: writes the trace on, if any, and says where (or why it could not).
+std::string EngineCore::flush_trace_for_report() const {
+  TraceRecorder* recorder = trace_.recorder();
+  if (recorder == nullptr) return {};
+  try {
+    recorder->write();
+    return "the trace so far is in " + recorder->path() + "\n";
+  } catch (const Error& e) {
+    return std::string("the trace so far could not be written: ") + e.what() + "\n";
+  }
 }
 
 EngineCore::~EngineCore() = default;

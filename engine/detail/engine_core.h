@@ -96,6 +96,9 @@ class EngineCore final : public ExecutorHost {
   // then writes the file, and throws Error if no trace is on or the file cannot be written.
   void start_trace(std::string path) { trace_.start(std::move(path)); }
   void stop_trace();
+  // Engine::FlushTrace: writes the trace on now as recorded so far; throws Error if none is on.
+  void flush_trace() const;
+  [[nodiscard]] std::string flush_trace_for_report() const;
   // Waits for every op, calls the shutdown hooks, reports an unreported error to stderr, writes a trace that is on,
   // and stops the executors.
   void shutdown() noexcept;

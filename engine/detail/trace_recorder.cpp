@@ -154,10 +154,17 @@ void TraceRecorder::write() const {
   }
   out += "\n]}\n";
 
-  std::FILE* file = std::fopen(path_.c_str(), "w");
+  // Written beside the file and renamed over it, so that a process killed during a write (FlushTrace, a stall
+  // report) leaves the previous complete file, never half of one.
+  const std::string temporary = path_ + ".writing";
+  std::FILE* file = std::fopen(temporary.c_str(), "w");
   if (file == nullptr) throw Error("trace: cannot open '" + path_ + "' for writing: " + std::strerror(errno));
   const bool written = std::fwrite(out.data(), 1, out.size(), file) == out.size();
-  if (std::fclose(file) != 0 || !written) throw Error("trace: cannot write '" + path_ + "': " + std::strerror(errno));
+  if (std::fclose(file) != 0 || !written || std::rename(temporary.c_str(), path_.c_str()) != 0) {
+    const std::string reason = std::strerror(errno);
+    std::remove(temporary.c_str());
+    throw Error("trace: cannot write '" + path_ + "': " + reason);
+  }
 }
 
 }  // namespace depengine::detail

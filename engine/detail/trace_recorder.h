@@ -65,7 +65,8 @@ class TraceRecorder {
   // Samples the device-wait counters (cumulative over the engine's stream executors).
   void device_waits(std::uint64_t issued, std::uint64_t elided);
 
-  // Writes the file. Throws Error if it cannot be written.
+  // Writes the file with everything recorded so far (recording may go on: a later write rewrites it whole). The file
+  // is replaced at once (written beside it, then renamed). Throws Error if it cannot be written.
   void write() const;
 
  private:

@@ -5,13 +5,16 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <mutex>
 #include <random>
 #include <set>
 #include <sstream>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "engine/engine.h"
+#include "engine/frontier/timeline.h"
 #include "test/engine/test_support.h"
 #include "test/engine/trace_file.h"
 #include "test/executors/executor_factories.h"
@@ -193,6 +196,74 @@ TEST_CASE("an op's name built at run time is its own: RunContext and the trace s
       CHECK(traced.back() == "op");
     }
   }
+}
+
+TEST_CASE("FlushTrace writes what has run so far and recording goes on", "[engine][trace]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Engine engine(factory.options());
+      CHECK_THROWS_WITH(engine.FlushTrace(), Catch::Contains("FlushTrace: no trace is on"));
+      const std::string path = temporary_trace_path("flush");
+      engine.StartTrace(path);
+      const Var x = engine.NewVariable();
+      for (int i = 0; i < 3; ++i) engine.Push([] {}, {}, {x});
+      engine.WaitForAll();
+      engine.FlushTrace();
+      CHECK(read_trace(path).slices.size() == 3);
+      // From inside an op: the file then holds the ops finished before it (not the op itself, still running).
+      std::size_t seen_inside = 0;
+      engine.Push(
+          [&] {
+            engine.FlushTrace();
+            seen_inside = read_trace(path).slices.size();
+          },
+          {}, {x});
+      engine.WaitForAll();
+      CHECK(seen_inside == 3);
+      engine.StopTrace();
+      CHECK(read_trace(path).slices.size() == 4);
+      CHECK_THROWS_WITH(engine.FlushTrace(), Catch::Contains("no trace is on"));
+      std::remove(path.c_str());
+    }
+  }
+}
+
+TEST_CASE("a stall report writes the trace so far, so a stuck run leaves one", "[engine][trace][report]") {
+  Watchdog watchdog("stall report with a trace");
+  std::mutex mutex;
+  std::string reports;  // guarded by mutex
+  EngineOptions options = executor_factories().front().options();
+  options.stall_report_after = std::chrono::milliseconds(20);
+  options.stall_sink = [&](std::string_view report) {
+    std::lock_guard lock(mutex);
+    reports += report;
+  };
+  Engine engine(std::move(options));
+  const std::string path = temporary_trace_path("stall");
+  engine.StartTrace(path);
+  const Var x = engine.NewVariable();
+  engine.Push([] {}, {}, {x}, {.name = "before 1"});
+  engine.Push([] {}, {}, {x}, {.name = "before 2"});
+  engine.WaitForVar(x);
+  Timeline t;
+  engine.Push([] {}, {}, {x}, {.name = "stuck", .wait_fences = {{&t, 1}}});  // never runs until t reaches 1
+  REQUIRE(wait_until([&] {
+    std::lock_guard lock(mutex);
+    return !reports.empty();
+  }));
+  {
+    std::lock_guard lock(mutex);
+    CHECK_THAT(reports, Catch::Contains("the trace so far is in " + path));
+  }
+  const TraceFile partial = read_trace(path);
+  REQUIRE(partial.slices.size() == 2);
+  std::set<std::string> names;
+  for (const auto& [op, slice] : partial.slices) names.insert(slice.name);
+  CHECK(names == std::set<std::string>{"before 1", "before 2"});
+  t.signal_external(1);
+  engine.StopTrace();
+  CHECK(read_trace(path).slices.size() == 3);
+  std::remove(path.c_str());
 }
 
 TEST_CASE("trace misuse gets clear errors", "[engine][trace][errors]") {
