@@ -33,8 +33,13 @@ int resolve_workers(int requested) {
 ThreadPoolExecutor::ThreadPoolExecutor(ThreadPoolOptions options)
     : workers_(static_cast<std::uint32_t>(resolve_workers(options.workers))),
       spin_(options.spin),
-      thread_limit_(tbb::global_control::max_allowed_parallelism, static_cast<std::size_t>(workers_) + 1),
-      arena_(static_cast<int>(workers_), /*reserved_for_masters=*/0) {}
+      arena_(static_cast<int>(workers_), /*reserved_for_masters=*/0) {
+  // + 1: oneTBB counts the thread that starts its scheduler in the limit, and gives workers the rest.
+  const std::size_t needed = static_cast<std::size_t>(workers_) + 1;
+  if (tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism) < needed) {
+    thread_limit_.emplace(tbb::global_control::max_allowed_parallelism, needed);
+  }
+}
 
 ThreadPoolExecutor::~ThreadPoolExecutor() { stop(); }
 

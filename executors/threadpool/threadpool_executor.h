@@ -25,9 +25,11 @@
 // when a drainer must be started); running a kept successor takes no lock. No allocation per op; starting a drainer
 // allocates one TBB task.
 //
-// oneTBB caps its worker threads at hardware threads - 1 by default. The executor holds a
-// tbb::global_control(max_allowed_parallelism, workers + 1) for its lifetime so that all `workers` can run; oneTBB
-// applies the smallest such limit in the process, so pools built together share the smallest one.
+// oneTBB caps its worker threads at its process-wide limit (tbb::global_control::max_allowed_parallelism, by default
+// the hardware threads) - 1. Only when `workers` do not fit under the limit in force does the executor hold a
+// global_control(max_allowed_parallelism, workers + 1) for its lifetime, so that all of them can run; that raises the
+// limit for every oneTBB user in the process while the pool lives (oneTBB applies the smallest such limit, so a lower
+// one set by the application still wins, and then caps the pool). A pool that fits leaves the limit alone.
 #pragma once
 
 #include <oneapi/tbb/global_control.h>
@@ -39,6 +41,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 
 #include "executors/executor.h"
 #include "executors/ready_queue.h"
@@ -91,7 +94,7 @@ class ThreadPoolExecutor final : public Executor {
   ExecutorHost* host_ = nullptr;  // not owned: the engine, set by start()
   const std::uint32_t workers_;
   const std::chrono::nanoseconds spin_;
-  tbb::global_control thread_limit_;
+  std::optional<tbb::global_control> thread_limit_;  // held only when the workers do not fit under oneTBB's limit
   tbb::task_arena arena_;
 
   // Written by submitters (a push) and by drainers and helpers (taking the whole stack), read by spinning drainers.

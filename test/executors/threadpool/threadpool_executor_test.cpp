@@ -4,6 +4,8 @@
 // caller, never more tasks run at once than there are workers, and stop() returns only once every drainer is gone.
 #include "executors/threadpool/threadpool_executor.h"
 
+#include <oneapi/tbb/global_control.h>
+
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -167,6 +169,27 @@ TEST_CASE("a submit racing with a drainer that gives up is never lost", "[execut
       CHECK(host.max_running() <= workers);
     }
   }
+}
+
+TEST_CASE("a pool raises oneTBB's process-wide thread limit only when its workers need it", "[executors][threadpool]") {
+  using tbb::global_control;
+  const std::size_t before = global_control::active_value(global_control::max_allowed_parallelism);
+  REQUIRE(before >= 2);
+  {
+    // Fits: workers + 1 <= the limit (oneTBB counts the thread that starts it). The pool holds no control of its own,
+    // so the application may still raise the limit (oneTBB keeps the smallest of the controls alive: one held by the
+    // pool would cap the application's).
+    ThreadPoolExecutor pool(ThreadPoolOptions{.workers = static_cast<int>(before) - 1});
+    CHECK(global_control::active_value(global_control::max_allowed_parallelism) == before);
+    const global_control application(global_control::max_allowed_parallelism, before + 4);
+    CHECK(global_control::active_value(global_control::max_allowed_parallelism) == before + 4);
+  }
+  {
+    // Does not fit: raised to workers + 1 while the pool lives, and no further.
+    ThreadPoolExecutor pool(ThreadPoolOptions{.workers = static_cast<int>(before) + 2});
+    CHECK(global_control::active_value(global_control::max_allowed_parallelism) == before + 3);
+  }
+  CHECK(global_control::active_value(global_control::max_allowed_parallelism) == before);
 }
 
 TEST_CASE("a chain made ready by completions stays on the worker that started it", "[executors][threadpool]") {
