@@ -177,7 +177,13 @@ def render(args):
     try:
         import matplotlib
     except ImportError:
-        fail("needs matplotlib (apt-get install python3-matplotlib)")
+        # The apt package serves Debian's own interpreter only: say which one
+        # ran, so that a user of another python3 on PATH (a venv, conda) is
+        # not told to install what is already there.
+        fail(f"needs matplotlib, which {sys.executable} cannot import. "
+             "Debian's python3-matplotlib (scripts/setup.sh installs it) "
+             "serves /usr/bin/python3: run the script with that, or install "
+             f"matplotlib for {sys.executable} (pip install matplotlib)")
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
