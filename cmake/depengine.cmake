@@ -18,7 +18,12 @@ function(depengine_library)
   set(target depengine_${ARG_NAME})
   if(ARG_SOURCES)
     add_library(${target} ${ARG_SOURCES})
-    set_target_properties(${target} PROPERTIES EXPORT_NAME ${ARG_NAME} OUTPUT_NAME depengine_${ARG_NAME})
+    # Shared builds (BUILD_SHARED_LIBS): libdepengine_<short>.so.<version>, with SONAME .so.<major>.<minor> (before
+    # 1.0 a minor release may break the ABI), and RUNPATH $ORIGIN, so that installed libraries find each other.
+    set_target_properties(${target} PROPERTIES EXPORT_NAME ${ARG_NAME} OUTPUT_NAME depengine_${ARG_NAME}
+                                               VERSION ${PROJECT_VERSION}
+                                               SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}
+                                               INSTALL_RPATH "$ORIGIN")
     target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${DEPENGINE_SOURCE_DIR}>
                                                 $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/depengine>)
     target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE $<BUILD_INTERFACE:depengine_warnings>)
