@@ -4,17 +4,7 @@
 #      components only: a CUDA build of depengine must not need CUDA for them;
 #   3. a component that does not exist: configuring must fail and say which, and what the components are;
 #   4. pkg-config: build the consumer's main.cpp with `pkg-config --cflags --libs depengine` and run it.
-file(REMOVE_RECURSE ${WORK_DIR})
-set(prefix ${WORK_DIR}/prefix)
-
-# Runs COMMAND; fails the check unless it exits with 0. Leaves its output in `out`.
-function(step)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
-  if(NOT status EQUAL 0)
-    message(FATAL_ERROR "install check failed at: ${ARGN}\n${output}")
-  endif()
-  set(out "${output}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/install_steps.cmake)
 
 # Configures, builds and runs the consumer in WORK_DIR/<name>, with extra configure arguments.
 function(consumer name)

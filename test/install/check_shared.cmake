@@ -3,16 +3,7 @@
 #   1. each library has a versioned SONAME (libdepengine_engine.so.<major>.<minor>) and RUNPATH $ORIGIN, so the
 #      installed libraries find one another wherever the prefix is;
 #   2. the consumer project builds against the prefix and runs, loading the libraries from it.
-file(REMOVE_RECURSE ${WORK_DIR})
-set(prefix ${WORK_DIR}/prefix)
-
-function(step)
-  execute_process(COMMAND ${ARGN} RESULT_VARIABLE status OUTPUT_VARIABLE output ERROR_VARIABLE output)
-  if(NOT status EQUAL 0)
-    message(FATAL_ERROR "shared install check failed at: ${ARGN}\n${output}")
-  endif()
-  set(out "${output}" PARENT_SCOPE)
-endfunction()
+include(${CMAKE_CURRENT_LIST_DIR}/install_steps.cmake)
 
 step(${CMAKE_COMMAND} -S ${SOURCE_DIR} -B ${WORK_DIR}/build -G Ninja -DCMAKE_BUILD_TYPE=Release
      -DCMAKE_CXX_COMPILER=${CXX} -DBUILD_SHARED_LIBS=ON -DDEPENGINE_BUILD_TESTS=OFF -DDEPENGINE_BUILD_BENCH=OFF
