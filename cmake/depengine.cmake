@@ -2,6 +2,12 @@
 # one folder alone). Headers are included by their path from the repository root: #include "engine/engine.h".
 set(DEPENGINE_SOURCE_DIR ${CMAKE_CURRENT_LIST_DIR}/..)
 cmake_path(NORMAL_PATH DEPENGINE_SOURCE_DIR)
+# Users may also include through the project's name, #include <depengine/engine/engine.h>: installed, the headers sit
+# under include/depengine, and both include/ and include/depengine are exported; in the build tree, a folder holding
+# one link, depengine -> the source root, plays include/.
+set(DEPENGINE_INCLUDE_ROOT ${CMAKE_BINARY_DIR}/depengine_include)
+file(MAKE_DIRECTORY ${DEPENGINE_INCLUDE_ROOT})
+file(CREATE_LINK ${DEPENGINE_SOURCE_DIR} ${DEPENGINE_INCLUDE_ROOT}/depengine SYMBOLIC)
 
 # Warnings for our own targets only (never leaked to users through the installed targets). Designated initializers
 # of option structs ({.name = "x"}) leave the other fields at their defaults on purpose, which GCC 12's
@@ -25,13 +31,17 @@ function(depengine_library)
                                                SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}
                                                INSTALL_RPATH "$ORIGIN")
     target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${DEPENGINE_SOURCE_DIR}>
-                                                $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/depengine>)
+                                                $<BUILD_INTERFACE:${DEPENGINE_INCLUDE_ROOT}>
+                                                $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/depengine>
+                                                $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
     target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE $<BUILD_INTERFACE:depengine_warnings>)
   else()
     add_library(${target} INTERFACE)
     set_target_properties(${target} PROPERTIES EXPORT_NAME ${ARG_NAME})
     target_include_directories(${target} INTERFACE $<BUILD_INTERFACE:${DEPENGINE_SOURCE_DIR}>
-                                                   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/depengine>)
+                                                   $<BUILD_INTERFACE:${DEPENGINE_INCLUDE_ROOT}>
+                                                   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/depengine>
+                                                   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
     target_link_libraries(${target} INTERFACE ${ARG_DEPS})
   endif()
   add_library(depengine::${ARG_NAME} ALIAS ${target})

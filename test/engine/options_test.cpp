@@ -2,16 +2,17 @@
 // `{.name = "add"}`. This file is compiled with -Wmissing-field-initializers (test/engine/CMakeLists.txt), which GCC
 // raises for every member without a default member initializer that such an initializer leaves out: with the
 // project's -Werror it fails to build if a public option struct grows such a member. At run time it checks that what
-// is left out keeps its default.
+// is left out keeps its default. It includes the headers as the README does, through the project's name, which
+// in the build tree resolves through the depengine_include link (cmake/depengine.cmake).
+#include <depengine/engine/engine.h>
+#include <depengine/engine/frontier/timeline.h>
+#include <depengine/engine/frontier/tracker.h>
+#include <depengine/executors/host_stream/host_stream_backend.h>
+#include <depengine/executors/stream/stream_executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+
 #include <catch2/catch.hpp>
 #include <chrono>
-
-#include "engine/engine.h"
-#include "engine/frontier/timeline.h"
-#include "engine/frontier/tracker.h"
-#include "executors/host_stream/host_stream_backend.h"
-#include "executors/stream/stream_executor.h"
-#include "executors/threadpool/threadpool_executor.h"
 
 namespace depengine::test {
 namespace {

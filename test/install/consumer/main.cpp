@@ -1,8 +1,9 @@
 // Pushes two dependent ops through an installed depengine and checks their order, and that the version macros agree
 // with the version of the package it was found as (DEPENGINE_EXPECTED_VERSION: CMake's depengine_VERSION, or
 // pkg-config's --modversion).
-#include <engine/engine.h>
-#include <engine/version.h>
+// Both include styles work: through the project's name (what the README shows), and from the headers' own root.
+#include <depengine/engine/engine.h>
+#include <depengine/engine/version.h>
 #include <executors/threadpool/threadpool_executor.h>
 
 #include <cstdio>
