@@ -23,7 +23,8 @@ int main() {
     return 2;
   }
   depengine::EngineOptions options;
-  options.executors.push_back(std::make_unique<depengine::ThreadPoolExecutor>(depengine::ThreadPoolOptions{.workers = 2}));
+  options.executors.push_back(
+      std::make_unique<depengine::ThreadPoolExecutor>(depengine::ThreadPoolOptions{.workers = 2}));
   depengine::Engine engine(std::move(options));
   const depengine::Var a = engine.NewVariable(), b = engine.NewVariable();
   int x = 0, y = 0;
