@@ -21,6 +21,12 @@ void Engine::delete_variable(Var var, detail::OpFunction deleter, const PushOpti
   core_->delete_variable(var, std::move(deleter), options);
 }
 
+void Engine::begin_capture() { core_->begin_capture(); }
+void Engine::abandon_capture() noexcept { detail::EngineCore::abandon_capture(); }
+Graph Engine::end_capture() { return core_->end_capture(); }
+void Engine::Replay(const Graph& graph) { core_->replay(graph); }
+bool Engine::Capturing() const noexcept { return core_->capturing(); }
+
 void Engine::WaitForVar(Var var) { core_->wait_for_var(var); }
 void Engine::WaitForAll() { core_->wait_for_all(); }
 void Engine::WaitForFence(const Fence& fence) { core_->wait_for_fence(fence); }

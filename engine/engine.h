@@ -41,6 +41,8 @@
 //   (engine/fence.h): an op runs once its wait fences are reached and raises its signal fences when it completes (or
 //   fails them with its error). An op whose wait fence is never reached stays in flight, like an unfinished
 //   Completion.
+// - Replay. Capture(body) records the pushes that body makes into a Graph without running them; Replay(graph) then
+//   behaves exactly as if they were pushed again, in captured order, at a fraction of the cost (graph.h).
 // - Cancellation. PushOptions::scope names a CancelScope (cancel_scope.h). Cancelling it makes every op of the scope
 //   that has not started complete with Cancelled (errors.h) without running, an error that flows on like any other;
 //   running ops finish (they may poll RunContext::cancelled()); deletions still run. WaitForScope(scope) waits for the
@@ -83,6 +85,7 @@
 #include "engine/detail/op_function.h"
 #include "engine/engine_hook.h"
 #include "engine/errors.h"
+#include "engine/graph.h"
 #include "engine/push_options.h"
 #include "engine/run_context.h"
 #include "engine/var.h"
@@ -175,6 +178,37 @@ class Engine {
     DeleteVariable(var, [] {});
   }
 
+  // Runs `body` on the calling thread and captures the ops it pushes (Push) into a Graph, without running them: see
+  // graph.h. Pushes from other threads, and pushes made by ops that run meanwhile, are not captured. Inside the body a
+  // push checks its arguments as usual; a push the graph cannot hold throws Error (capturing nothing for it):
+  // PushAsync, DeleteVariable, an op with wait or signal fences (a fence value cannot repeat), with a CancelScope, or
+  // on a stream executor; so do waits, StopTrace, Replay and a nested Capture. If the body throws, nothing is captured
+  // and the exception propagates. Throws Error for an engine with a stream executor, when called from inside a running
+  // op, and for a graph of more than EngineOptions::max_in_flight ops (no replay of it could be admitted).
+  template <class F>
+  [[nodiscard]] Graph Capture(F&& body) {
+    begin_capture();
+    try {
+      std::forward<F>(body)();
+    } catch (...) {
+      abandon_capture();
+      throw;
+    }
+    return end_capture();
+  }
+
+  // Whether the calling thread is inside a Capture on this engine (for libraries whose pushes cannot be captured).
+  [[nodiscard]] bool Capturing() const noexcept;
+
+  // Replays `graph` (see graph.h): as if its ops were pushed again, in captured order. Its ops are admitted together:
+  // a replay waits until all of them fit under EngineOptions::max_in_flight (a replay from inside a running op does
+  // not wait), and they count as in flight until the last of them completes. Throws Error, replaying nothing, for an
+  // empty graph, a graph of another engine, a graph that names a variable deleted since, and inside a Capture.
+  // Cost: one spinlock per distinct variable of the graph and no allocation once as many replays of the graph have
+  // been in flight at once as will be; each op then costs its run, a check of its inputs' errors, and one atomic grant
+  // per dependency among the graph's ops. Replayed ops do not appear in traces.
+  void Replay(const Graph& graph);
+
   // See Waits above. Throws Error for a bad variable, or when called from inside a running op of this engine.
   void WaitForVar(Var var);
   void WaitForAll();
@@ -248,6 +282,9 @@ class Engine {
   void abandon_push(detail::OpRecord* op) noexcept;
   void finish_push(detail::OpRecord* op, VarList reads, VarList mutates);
   void delete_variable(Var var, detail::OpFunction deleter, const PushOptions& options);
+  void begin_capture();
+  void abandon_capture() noexcept;
+  [[nodiscard]] Graph end_capture();
 
   std::unique_ptr<detail::EngineCore> core_;
 };

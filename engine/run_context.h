@@ -45,6 +45,9 @@ struct RunContext {
   // its variables), which it runs despite; null when none does, and for every other op (which an input error skips).
   // Valid during the call.
   const std::exception_ptr* input_error = nullptr;
+  // For an op run by Engine::Replay (graph.h): which replay of its graph, 0 for the first (so step k can read batch
+  // k). -1 for an op that was pushed.
+  std::int64_t replay = -1;
 };
 
 // The completion of an asynchronous op (PushAsync). Call it exactly once, from any thread, when the op's work is

@@ -71,6 +71,10 @@ class Task {
   std::uint32_t device_ = 0;
   std::int32_t stream_ = -1;
   StreamKind stream_kind_ = StreamKind::kCompute;
+
+ public:
+  // The host's: what kind of op the task is (the engine runs pushed and replayed ops differently). Executors ignore it.
+  std::uint8_t host_kind_ = 0;
 };
 
 // An intrusive FIFO of tasks. Owned by one thread at a time; never allocates.

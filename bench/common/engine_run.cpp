@@ -1,5 +1,6 @@
 #include "bench/common/engine_run.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <span>
@@ -7,22 +8,64 @@
 
 namespace depengine::bench {
 
-double run_workload(Engine& engine, const Workload& workload) {
-  std::vector<Var> vars(workload.num_vars());
-  for (Var& var : vars) var = engine.NewVariable();
+namespace {
+
+double ns_between(std::chrono::steady_clock::time_point start, std::chrono::steady_clock::time_point stop,
+                  std::size_t ops) {
+  return std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(ops);
+}
+
+// Pushes ops [0, count) of `workload` over `vars`, with empty bodies.
+void push_ops(Engine& engine, const Workload& workload, const std::vector<Var>& vars, std::size_t count) {
   std::vector<Var> reads(workload.max_list()), mutates(workload.max_list());
-  const auto start = std::chrono::steady_clock::now();
-  for (std::size_t op = 0; op < workload.size(); ++op) {
+  for (std::size_t op = 0; op < count; ++op) {
     std::size_t r = 0, m = 0;
     for (const std::uint32_t v : workload.reads(op)) reads[r++] = vars[v];
     for (const std::uint32_t v : workload.mutates(op)) mutates[m++] = vars[v];
     engine.Push([] {}, std::span<const Var>(reads.data(), r), std::span<const Var>(mutates.data(), m));
   }
-  engine.WaitForAll();
-  const auto stop = std::chrono::steady_clock::now();
+}
+
+std::vector<Var> make_vars(Engine& engine, const Workload& workload) {
+  std::vector<Var> vars(workload.num_vars());
+  for (Var& var : vars) var = engine.NewVariable();
+  return vars;
+}
+
+void delete_vars(Engine& engine, const std::vector<Var>& vars) {
   for (const Var& var : vars) engine.DeleteVariable(var);
   engine.WaitForAll();
-  return std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(workload.size());
+}
+
+}  // namespace
+
+double run_workload(Engine& engine, const Workload& workload) {
+  const std::vector<Var> vars = make_vars(engine, workload);
+  const auto start = std::chrono::steady_clock::now();
+  push_ops(engine, workload, vars, workload.size());
+  engine.WaitForAll();
+  const auto stop = std::chrono::steady_clock::now();
+  delete_vars(engine, vars);
+  return ns_between(start, stop, workload.size());
+}
+
+ReplayTiming replay_workload(Engine& engine, const Workload& workload) {
+  const std::vector<Var> vars = make_vars(engine, workload);
+  const std::size_t step = std::min(kReplayStep, workload.size());
+  const std::size_t replays = workload.size() / step;
+  ReplayTiming timing;
+  {
+    const auto start = std::chrono::steady_clock::now();
+    const Graph graph = engine.Capture([&] { push_ops(engine, workload, vars, step); });
+    const auto captured = std::chrono::steady_clock::now();
+    for (std::size_t k = 0; k < replays; ++k) engine.Replay(graph);
+    engine.WaitForAll();
+    const auto stop = std::chrono::steady_clock::now();
+    timing.capture_ns = ns_between(start, captured, step);
+    timing.run_ns = ns_between(captured, stop, replays * step);
+  }
+  delete_vars(engine, vars);
+  return timing;
 }
 
 }  // namespace depengine::bench

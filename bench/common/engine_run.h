@@ -15,4 +15,16 @@ namespace depengine::bench {
 // afterwards (untimed).
 double run_workload(Engine& engine, const Workload& workload);
 
+// A step of kReplayStep ops replayed, as a training loop replays its step (engine/graph.h).
+inline constexpr std::size_t kReplayStep = 10'000;
+struct ReplayTiming {
+  double capture_ns = 0;  // per op of the step: Capture of the step
+  double run_ns = 0;      // per op run: from the first Replay to the return of WaitForAll
+};
+
+// Makes fresh variables, captures the first min(kReplayStep, size) ops of `workload` (as run_workload pushes them) into
+// a graph, then replays it size / step times from the calling thread and waits for all. Deletes the variables
+// afterwards (untimed).
+ReplayTiming replay_workload(Engine& engine, const Workload& workload);
+
 }  // namespace depengine::bench

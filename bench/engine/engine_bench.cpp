@@ -1,5 +1,7 @@
 // End-to-end cost of the engine per op: the four standard workloads (bench/common/workloads.h) pushed from one
-// thread and waited for, on the inline executor and on the threadpool executor with 1 and with 2 workers.
+// thread and waited for, on the inline executor and on the threadpool executor with 1 and with 2 workers; and the same
+// workloads replayed (engine/graph.h): a step of the first 10^4 ops captured once, replayed until the workload's size
+// (rows "<system>-replay", with the capture's ns per op and the ratio to the pushed row of the same run, `vs_push`).
 //
 //   bench_engine [--runs N] [--json FILE] [--smoke]
 //   bench_engine --count WORKLOAD K     (for bench/engine/count_instructions.sh)
@@ -151,6 +153,16 @@ int main(int argc, char** argv) try {
       // The warm-up run fills the record pool and the variable table.
       records.push_back(measure(workload.name(), system.name, system.threads, options.runs,
                                 [&] { return run_workload(engine, workload); }));
+      const double push_ns = records.back().ns_per_op;
+      std::vector<double> capture;
+      Record replay = measure(workload.name(), system.name + "-replay", system.threads, options.runs, [&] {
+        const ReplayTiming timing = replay_workload(engine, workload);
+        capture.push_back(timing.capture_ns);
+        return timing.run_ns;
+      });
+      replay.metrics.push_back({"capture_ns_per_op", median(capture)});
+      replay.metrics.push_back({"vs_push", replay.ns_per_op / push_ns});
+      records.push_back(std::move(replay));
     }
   }
   add_transfers_per_op(records);

@@ -66,6 +66,10 @@ bool EngineCore::cancelled(OpRecord* op) noexcept {
 }
 
 void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
+  if (task.host_kind_ == kGraphOp) {
+    execute_replayed(static_cast<GraphOp*>(&task), worker, ready);
+    return;
+  }
   OpRecord* op = static_cast<OpRecord*>(&task);
   if (find_input_error(op)) {  // skipped: the error passes on to what the op mutates
     finish(op, ready, skipped_signal(op));
@@ -170,11 +174,7 @@ void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* s
   }
   if (op->deletes_var) vars_.recycle(state_of(op->uses[0]));
   if (op->trace_op != 0) trace_.flows(*op, granted);
-  if (!has_streams_) {
-    while (OpNode* node = granted.pop_front()) ready.push_back(static_cast<OpRecord*>(node));
-    return;
-  }
-  while (OpNode* node = granted.pop_front()) make_ready(static_cast<OpRecord*>(node), ready);
+  while (OpNode* node = granted.pop_front()) route(node, ready);
 }
 
 }  // namespace depengine::detail

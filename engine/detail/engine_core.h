@@ -13,6 +13,7 @@
 //   stream_ops.cpp        streams: wait frontiers, parking on the tracker, issue, skip and device completion
 //   fences.cpp            timeline fences: arm the waits, promise at issue, raise or fail at completion
 //   waits.cpp             WaitForVar, WaitForAll, WaitForFence, StopTrace
+//   graph_plan.h, graph_capture.cpp, replay.cpp  Capture and Replay: a step planned once, replayed through joins
 //   error_log.{h,cpp}     which errors no wait reported yet, and the error sink
 //   in_flight_report.{h,cpp}  what the ops in flight wait for, and wait cycles (Engine::InFlightReport)
 //   stall_watch.{h,cpp}   the thread that prints that report when nothing completes for a while
@@ -47,10 +48,12 @@
 
 #include "engine/detail/engine_trace.h"
 #include "engine/detail/error_log.h"
+#include "engine/detail/graph_plan.h"
 #include "engine/detail/in_flight.h"
 #include "engine/detail/in_flight_report.h"
 #include "engine/detail/op_function.h"
 #include "engine/detail/op_record.h"
+#include "engine/detail/running.h"
 #include "engine/detail/stall_watch.h"
 #include "engine/detail/var_table.h"
 #include "engine/engine.h"
@@ -86,6 +89,14 @@ class EngineCore final : public ExecutorHost {
   void push(OpRecord* op, VarList reads, VarList mutates);
   static void abandon(OpRecord* op) noexcept { op->recycle(); }
   void delete_variable(Var var, OpFunction deleter, const PushOptions& options);
+
+  // graph_capture.cpp (Engine::Capture): capture() takes a push made inside a capture instead of publishing it.
+  void begin_capture();
+  static void abandon_capture() noexcept;
+  [[nodiscard]] Graph end_capture();
+  [[nodiscard]] bool capturing() const noexcept { return t_running.capturing == this; }
+  // replay.cpp (Engine::Replay).
+  void replay(const Graph& graph);
 
   // waits.cpp.
   void wait_for_var(Var var);
@@ -131,6 +142,19 @@ class EngineCore final : public ExecutorHost {
   void grant(OpRecord* op, TaskList* ready) noexcept;
   void hand_on(OpRecord* op, TaskList* ready) noexcept;
   void push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn);
+
+  // graph_capture.cpp
+  void capture(OpRecord* op);
+
+  // replay.cpp
+  void execute_replayed(GraphOp* op, int worker, TaskList& ready) noexcept;
+  void complete_replayed(GraphOp* op, const GraphPlan::Op& planned, const std::exception_ptr& error,
+                         TaskList& ready) noexcept;
+  void grant_join(GraphJoin* join, TaskList& ready) noexcept;
+  void retire_replayed(GraphInstance* instance) noexcept;
+  // Where a node that a queue granted goes: to `ready` (a pushed op through make_ready() when signals are carried), or,
+  // for a join of a replay, to the ops it grants.
+  void route(OpNode* node, TaskList& ready) noexcept;
 
   // completion.cpp
   [[nodiscard]] bool find_input_error(OpRecord* op) noexcept;

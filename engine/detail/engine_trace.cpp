@@ -3,6 +3,7 @@
 #include <map>
 #include <utility>
 
+#include "engine/detail/graph_plan.h"
 #include "engine/detail/var_table.h"
 #include "engine/errors.h"
 
@@ -102,6 +103,7 @@ void EngineTrace::flows(const OpRecord& op, const ReadyList& granted) noexcept {
   if (trace == nullptr) return;
   try {
     for (const OpNode* node = granted.front(); node != nullptr; node = node->ready_next_) {
+      if (node->owner_kind != kPushedOp) continue;  // a replay's: replayed ops are not traced
       const std::uint64_t released = static_cast<const OpRecord*>(node)->trace_op;
       if (released != 0) trace->flow(op.trace_op, released);
     }

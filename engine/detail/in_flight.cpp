@@ -65,10 +65,32 @@ bool InFlight::admit(bool exempt) {
   }
 }
 
-void InFlight::leave() noexcept {
+bool InFlight::admit_many(std::size_t count, bool exempt) {
+  if (exempt) {
+    // relaxed: as in admit().
+    pushed_.fetch_add(count, std::memory_order_relaxed);
+    return true;
+  }
+  if (closed_.load(std::memory_order_relaxed)) [[unlikely]]  // relaxed: see close()
+    return false;
+  // relaxed throughout: as in admit(). The waits are for the levels leave() announces: the low water mark when the
+  // replay fits above it, else zero.
+  const std::size_t level = count <= max_ - low_water_ ? low_water_ : 0;
+  std::size_t pushed = pushed_.load(std::memory_order_relaxed);
+  for (;;) {
+    if (difference(pushed, retired_.load(std::memory_order_relaxed)) + count > max_) {
+      wait_at_most(level);
+      pushed = pushed_.load(std::memory_order_relaxed);
+      continue;
+    }
+    if (pushed_.compare_exchange_weak(pushed, pushed + count, std::memory_order_relaxed)) return true;
+  }
+}
+
+void InFlight::leave(std::size_t ops) noexcept {
   // seq_cst, with the seq_cst load of sleepers_: a Dekker pair with wait_at_most(), which raises sleepers_ and then
   // reads the counts. One of the two sees the other, so no sleeper misses the level it waits for.
-  const std::size_t retired = retired_.fetch_add(1, std::memory_order_seq_cst) + 1;
+  const std::size_t retired = retired_.fetch_add(ops, std::memory_order_seq_cst) + ops;
   const std::uint64_t sleepers = sleepers_.load(std::memory_order_seq_cst);
   if (sleepers == 0) return;
   // Every op retired so far was pushed before it retired, so its push is visible here: the difference is exact when

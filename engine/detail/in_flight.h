@@ -41,6 +41,10 @@ class InFlight {
   // waiting there could deadlock), waits first while the bound is reached, helping meanwhile; and once close() was
   // called, counts nothing and returns false.
   [[nodiscard]] bool admit(bool exempt);
+  // Counts `count` ops in at once (a replay, admitted whole), as admit(): unless exempt, waits first until all of them
+  // fit under the bound. `count` must be at most max().
+  [[nodiscard]] bool admit_many(std::size_t count, bool exempt);
+  [[nodiscard]] std::size_t max() const noexcept { return max_; }
   // The engine is being destroyed: admit() refuses every op but the exempt ones (the ops still running may push the
   // rest of their work). A push racing with the engine's destruction is the user's race: this turns the pushes made
   // after it into errors.
@@ -48,8 +52,8 @@ class InFlight {
     // relaxed: see above; the flag is the only thing it tells.
     closed_.store(true, std::memory_order_relaxed);
   }
-  // Counts one op out (retired), and wakes the threads waiting for the level now reached.
-  void leave() noexcept;
+  // Counts `ops` ops out (retired), and wakes the threads waiting for the level now reached.
+  void leave(std::size_t ops = 1) noexcept;
 
   // Ops retired so far: a count of progress (the stall watch).
   [[nodiscard]] std::size_t retired() const noexcept {

@@ -9,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include "engine/detail/graph_plan.h"
 #include "engine/detail/op_record.h"
 
 namespace depengine::detail {
@@ -59,7 +60,7 @@ class Builder {
     if (head != nullptr) {
       SeenVar seen{var.slot, reads, {}};
       for (const VarUse* use = head; use != nullptr; use = use->next) {
-        seen.uses.emplace_back(see(static_cast<const OpRecord*>(use->op)), use->access);
+        seen.uses.emplace_back(see(use->op), use->access);
       }
       vars_.push_back(std::move(seen));
     }
@@ -82,7 +83,20 @@ class Builder {
   }
 
  private:
-  std::size_t see(const OpRecord* op) {
+  // A replay's joins stand for its graph's ops: one entry per replay.
+  std::size_t see(const OpNode* node) {
+    if (node->owner_kind == kGraphJoin) {
+      const GraphInstance* instance = static_cast<const GraphJoin*>(node)->instance;
+      const auto [it, fresh] = index_.try_emplace(instance, ops_.size());
+      if (fresh) {
+        SeenOp seen;
+        seen.label = "op #" + std::to_string(ops_.size() + 1) + " (replay " + std::to_string(instance->replay) +
+                     " of a graph of " + std::to_string(instance->plan.size()) + " ops)";
+        ops_.push_back(std::move(seen));
+      }
+      return it->second;
+    }
+    const auto* op = static_cast<const OpRecord*>(node);
     const auto [it, fresh] = index_.try_emplace(op, ops_.size());
     if (!fresh) return it->second;
     SeenOp seen;
@@ -187,7 +201,7 @@ class Builder {
   }
 
   std::vector<SeenOp> ops_;
-  std::unordered_map<const OpRecord*, std::size_t> index_;
+  std::unordered_map<const void*, std::size_t> index_;  // an OpRecord or a GraphInstance
   std::vector<SeenVar> vars_;
 };
 

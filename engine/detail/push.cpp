@@ -186,10 +186,19 @@ void EngineCore::push(OpRecord* op, VarList reads, VarList mutates) {
     op->recycle();
     throw;
   }
+  if (t_running.capturing == this) [[unlikely]] {
+    capture(op);
+    return;
+  }
   submit_new(op, op->async ? "PushAsync" : "Push");
 }
 
 void EngineCore::delete_variable(Var var, OpFunction deleter, const PushOptions& options) {
+  if (t_running.capturing == this) {
+    throw Error(
+        "DeleteVariable inside Capture: deletions cannot be captured yet; delete the variable after the "
+        "replays that use it");
+  }
   VarState* state = vars_.checked(var, "DeleteVariable");
   OpRecord* op = make_record(options, false);
   op->no_skip = true;  // the deleter runs whatever error the variable carries

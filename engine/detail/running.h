@@ -5,19 +5,22 @@
 // op pushes a ready op). It lets a Completion called from inside an op route successors into the running executor's
 // ready list, exempts pushes from inside ops from back-pressure (waiting there could deadlock), and detects waits that
 // would never return (WaitForVar from inside an op). An op pushed from inside a running op has that op's owner
-// (error_log.h), so the ops a user thread starts, however deep, are that thread's.
+// (error_log.h), so the ops a user thread starts, however deep, are that thread's. It also says whether the thread is
+// capturing (Engine::Capture), which an op running on it is not.
 //
 // Thread safety: thread-local; each thread reads and writes its own. Cost: a TLS load or store.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+#include <vector>
 
 #include "executors/executor.h"
 
 namespace depengine::detail {
 
 class EngineCore;
+struct CapturedOp;
 
 struct Running {
   EngineCore* engine = nullptr;  // null: no op of any engine is running on this thread
@@ -25,6 +28,10 @@ struct Running {
   // The owner of the ops this thread pushes: the running op's; outside ops, the thread's own token (unique to the
   // thread for the process's lifetime), or 0 until current_owner() first gives it one.
   std::uint64_t owner = 0;
+  // The engine this thread is capturing for (Engine::Capture) and the pushes captured so far; null when it is not, and
+  // always inside an op (an op that runs on the capturing thread, made ready by the body, pushes for real).
+  EngineCore* capturing = nullptr;
+  std::vector<CapturedOp>* captured = nullptr;
 };
 
 inline thread_local Running t_running;

@@ -20,6 +20,11 @@ void help_until(const Notification& done, InFlight& in_flight) {
 }  // namespace
 
 void EngineCore::forbid_inside_op(const char* api) const {
+  if (t_running.capturing == this) {
+    throw Error(std::string(api) +
+                " called inside a Capture: the captured ops run only when the graph is replayed, so there is nothing "
+                "to wait for yet; wait after the Replay");
+  }
   if (t_running.engine == this) {
     throw Error(std::string(api) +
                 " called from inside a running op of the same engine: it would wait for that op, or for work queued "

@@ -61,8 +61,20 @@ class OpNode {
     return before == 1;
   }
 
+  // Takes one grant off the count while no other thread can grant the op: by the pusher, holding the lock of every
+  // queue the op waits in, for a grant it counted itself (a use granted at append). Returns the grants still missing.
+  std::int32_t take_grant_locked() noexcept {
+    // relaxed: as reset_wait().
+    const std::int32_t left = wait_.load(std::memory_order_relaxed) - 1;
+    assert(left >= 0 && "op granted more often than it waits");
+    wait_.store(left, std::memory_order_relaxed);
+    return left;
+  }
+
   // Link in a ReadyList; owned by the thread that holds the list.
   OpNode* ready_next_ = nullptr;
+  // The owner's (the engine's): what kind of node this is. The queue ignores it.
+  std::uint8_t owner_kind = 0;
 
  private:
   std::atomic<std::int32_t> wait_{0};

@@ -106,6 +106,13 @@ class VarQueue {
     return version_.load(std::memory_order_acquire);
   }
 
+  // Counts a completed mutation that does not complete a use of the queue: one made by an op of a replayed graph under
+  // the exclusivity of the graph's own entry (graph_plan.h). Call only from the op that holds that exclusivity.
+  void count_mutation() noexcept {
+    // relaxed load: no other writer can run (see above). release store: as in complete().
+    version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
+
   // True while no op uses or waits for the variable. Requires lock() held, or quiescence.
   [[nodiscard]] bool idle_locked() const noexcept { return head_ == nullptr && running_reads_ == 0; }
 

@@ -92,6 +92,16 @@ void push_upload(Device& device, const Buffer& dst, const void* host, std::size_
       {}, {dst.var()}, on(device, name));
 }
 
+void push_upload(Device& device, const Buffer& dst, const void* host, std::size_t bytes, StepSlot slot,
+                 const char* name) {
+  device.engine.Push(
+      [dst, host, bytes, slot](const RunContext& ctx) {
+        copy_on(ctx, dst.data(), static_cast<const char*>(host) + slot.at(ctx) * bytes, bytes,
+                CopyDirection::kHostToDevice);
+      },
+      {}, {dst.var()}, on(device, name));
+}
+
 void push_download(Device& device, const Buffer& src, void* host, std::size_t bytes, Var done) {
   device.engine.Push(
       [src, host, bytes](const RunContext& ctx) {
@@ -119,12 +129,12 @@ void push_forward(Device& device, const Dense& layer, const Buffer& x, const Buf
 }
 
 void push_loss(Device& device, const Buffer& logits, const Buffer& labels, const Buffer& dlogits, const Buffer& stats,
-               std::size_t slot, int batch, int classes, float grad_scale) {
+               StepSlot slot, int batch, int classes, float grad_scale) {
   device.engine.Push(
       [=](const RunContext& ctx) {
         const float* pl = floats(logits);
         const auto* py = static_cast<const std::int32_t*>(labels.data());
-        float *pd = floats(dlogits), *ps = floats(stats) + 2 * slot;
+        float *pd = floats(dlogits), *ps = floats(stats) + 2 * slot.at(ctx);
         on_device(
             ctx, [=] { host::softmax_cross_entropy(pl, py, pd, ps, batch, classes, grad_scale); },
             [=]([[maybe_unused]] void* stream) {

@@ -49,18 +49,39 @@ struct Mlp {
   std::vector<Dense> layers;
 };
 
+// Which step of an epoch an op serves: `fixed`, given when it is pushed; or, in a step captured once and replayed
+// (engine/graph.h), the replay's index modulo `steps` (RunContext::replay), so that one captured step reads batch k
+// at its k-th replay.
+struct StepSlot {
+  StepSlot(std::size_t fixed_step) : fixed(fixed_step) {}  // NOLINT: implicit, a pushed step's index
+  static StepSlot replayed(std::size_t steps_per_epoch) {
+    StepSlot slot(0);
+    slot.steps = steps_per_epoch;
+    return slot;
+  }
+  [[nodiscard]] std::size_t at(const RunContext& ctx) const {
+    return steps > 0 ? static_cast<std::size_t>(ctx.replay) % steps : fixed;
+  }
+  std::size_t fixed = 0;
+  std::size_t steps = 0;  // > 0: from the replay
+};
+
 // A buffer of `count` floats (or int32s) on the device.
 [[nodiscard]] Buffer allocate_floats(Device& device, std::size_t count);
 // Copies `bytes` from host memory into `dst`; `host` must stay unchanged until the op has completed.
 void push_upload(Device& device, const Buffer& dst, const void* host, std::size_t bytes, const char* name);
+// Copies step slot.at()'s `bytes` of host memory, host + slot * bytes, into `dst` (a batch of a data set).
+void push_upload(Device& device, const Buffer& dst, const void* host, std::size_t bytes, StepSlot slot,
+                 const char* name);
 // Copies `bytes` of `src` to host memory, readable once a wait on `done` (mutated by the op) has returned.
 void push_download(Device& device, const Buffer& src, void* host, std::size_t bytes, Var done);
 
 // y = act(x * w + b).
 void push_forward(Device& device, const Dense& layer, const Buffer& x, const Buffer& y, int batch);
-// dlogits = (softmax(logits) - onehot(labels)) * grad_scale; loss sum and hits into stats[2 * slot], [2 * slot + 1].
+// dlogits = (softmax(logits) - onehot(labels)) * grad_scale; loss sum and hits into stats[2 * slot], [2 * slot + 1]
+// (slot.at() when the op runs).
 void push_loss(Device& device, const Buffer& logits, const Buffer& labels, const Buffer& dlogits, const Buffer& stats,
-               std::size_t slot, int batch, int classes, float grad_scale);
+               StepSlot slot, int batch, int classes, float grad_scale);
 // dw, db, and dx (unless null) from x, y = the layer's output, and dy.
 void push_backward(Device& device, const Dense& layer, const Buffer& x, const Buffer& y, const Buffer& dy,
                    const Buffer* dx, int batch);

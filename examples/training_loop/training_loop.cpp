@@ -10,12 +10,19 @@
 // print them.
 //
 //   training_loop [--device cpu|streams|cuda] [--epochs N] [--batch N] [--rows N] [--workers N] [--trace FILE]
-//                 [--check]
+//                 [--replay] [--check]
+//
+// --replay trains twice from the same initial weights: first as above, then with one step captured (engine/graph.h,
+// on buffers allocated once) and replayed steps times per epoch, each replay reading its batch through
+// RunContext::replay. It prints the time per step of both and checks that every epoch's loss and accuracy are
+// bitwise the same (they must be: the same kernels on the same data in an order the variables fix). Only on
+// --device cpu for now: capturing stream ops is not supported yet.
 //
 // --device cpu (default) runs the ops on a oneTBB thread pool; streams on simulated device streams (the host stream
 // backend: CPU threads that behave like CUDA streams); cuda on the GPU's streams, when there is one. --trace writes a
 // Chrome trace of the run (as DEPENGINE_TRACE does). --check exits with status 1 unless the last epoch's mean loss is
-// at most a quarter of the first's and its accuracy is at least 90% (the example's self-test, run in CI).
+// at most a quarter of the first's and its accuracy is at least 90% (the example's self-test, run in CI), and, with
+// --replay, unless the two runs agree bit for bit.
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -54,6 +61,7 @@ struct Options {
   int rows = 400;  // per class
   int workers = 0;
   std::string trace;
+  bool replay = false;
   bool check = false;
 };
 
@@ -61,7 +69,7 @@ Options parse(int argc, char** argv) {
   Options o;
   depengine::examples::Arguments args(argc, argv,
                                       "[--device cpu|streams|cuda] [--epochs N] [--batch N] [--rows N] [--workers N] "
-                                      "[--trace FILE] [--check]");
+                                      "[--trace FILE] [--replay] [--check]");
   while (args.next()) {
     if (args.is("--device")) {
       o.device = args.value();
@@ -75,6 +83,8 @@ Options parse(int argc, char** argv) {
       o.workers = args.positive();
     } else if (args.is("--trace")) {
       o.trace = args.value();
+    } else if (args.is("--replay")) {
+      o.replay = true;
     } else if (args.is("--check")) {
       o.check = true;
     } else {
@@ -83,6 +93,9 @@ Options parse(int argc, char** argv) {
   }
   if (o.device != "cpu" && o.device != "streams" && o.device != "cuda") {
     throw std::invalid_argument("--device must be cpu, streams or cuda, not '" + o.device + "'");
+  }
+  if (o.replay && o.device != "cpu") {
+    throw std::invalid_argument("--replay needs --device cpu: capturing stream ops is not supported yet");
   }
   return o;
 }
@@ -129,10 +142,61 @@ void print_epoch(int epoch, int epochs, const std::vector<float>& stats, int ste
   std::fflush(stdout);
 }
 
-}  // namespace
+// The buffers of one step: the batch, the activations and the gradients of the layers' outputs.
+struct StepBuffers {
+  Buffer x, labels;
+  Buffer acts[3];   // h1, h2, logits
+  Buffer grads[3];  // d(loss)/d(output) of each layer
 
-int main(int argc, char** argv) try {
-  const Options options = parse(argc, argv);
+  StepBuffers(Device& device, int batch, int features, const std::vector<depengine::examples::Dense>& layers) {
+    const auto rows = static_cast<std::size_t>(batch);
+    x = depengine::examples::allocate_floats(device, rows * static_cast<std::size_t>(features));
+    labels = depengine::examples::allocate_floats(device, rows);
+    for (std::size_t k = 0; k < 3; ++k) {
+      acts[k] = depengine::examples::allocate_floats(device, rows * static_cast<std::size_t>(layers[k].out));
+      grads[k] = depengine::examples::allocate_floats(device, rows * static_cast<std::size_t>(layers[k].out));
+    }
+  }
+  void free(depengine::Buffers& buffers) {
+    for (Buffer* b : {&x, &labels, &acts[0], &acts[1], &acts[2], &grads[0], &grads[1], &grads[2]}) {
+      buffers.deallocate(*b);
+    }
+  }
+};
+
+// Pushes one training step on `b`: the batch's upload (batch `slot`), the forward pass, the loss (into stats[slot]),
+// and per layer, top down, the backward op followed at once by that layer's SGD update. Each layer's update runs while
+// the layers below are still back-propagating, and the next batch's forward through this layer waits for it alone.
+void push_step(Device& device, depengine::examples::Mlp& model, const depengine::examples::host::Dataset& data,
+               StepBuffers& b, const Buffer& stats, depengine::examples::StepSlot slot, int batch) {
+  auto& layers = model.layers;
+  depengine::examples::push_upload(device, b.x, data.x.data(), b.x.bytes(), slot, "load x");
+  depengine::examples::push_upload(device, b.labels, data.labels.data(), b.labels.bytes(), slot, "load labels");
+  const Buffer* in = &b.x;
+  for (std::size_t k = 0; k < 3; ++k) {
+    depengine::examples::push_forward(device, layers[k], *in, b.acts[k], batch);
+    in = &b.acts[k];
+  }
+  depengine::examples::push_loss(device, b.acts[2], b.labels, b.grads[2], stats, slot, batch, kClasses,
+                                 1.0f / static_cast<float>(batch));
+  for (int k = 2; k >= 0; --k) {
+    const auto layer = static_cast<std::size_t>(k);
+    depengine::examples::push_backward(device, layers[layer], k > 0 ? b.acts[layer - 1] : b.x, b.acts[layer],
+                                       b.grads[layer], k > 0 ? &b.grads[layer - 1] : nullptr, batch);
+    depengine::examples::push_sgd(device, layers[layer], kLearningRate);
+  }
+}
+
+// What one training run printed and measured.
+struct Run {
+  std::vector<float> losses, accuracies;  // per epoch
+  double seconds = 0;
+  int steps = 0;  // per epoch
+};
+
+// Trains from the initial weights for options.epochs epochs: pushing every step (`replay` false) or replaying one
+// captured step.
+Run train(const Options& options, bool replay) {
   depengine::Engine engine(engine_options(options));
   if (!options.trace.empty()) engine.StartTrace(options.trace);
   const bool on_streams = options.device != "cpu";
@@ -144,56 +208,41 @@ int main(int argc, char** argv) try {
   const int steps = data.rows / batch;
   if (steps < 1) throw std::invalid_argument("--batch is larger than the data set (" + std::to_string(data.rows) + ")");
   depengine::examples::Mlp model(device, {data.features, kHidden, kHidden, kClasses}, 7);
-  auto& layers = model.layers;
 
-  std::printf("training a %d-%d-%d-%d perceptron on %d spiral points, batch %d, %d epochs, on %s\n", data.features,
-              kHidden, kHidden, kClasses, data.rows, batch, options.epochs, options.device.c_str());
+  std::printf("training a %d-%d-%d-%d perceptron on %d spiral points, batch %d, %d epochs, on %s%s\n", data.features,
+              kHidden, kHidden, kClasses, data.rows, batch, options.epochs, options.device.c_str(),
+              replay ? ", one step captured and replayed" : "");
   const auto started = std::chrono::steady_clock::now();
   // Each epoch's statistics (loss sum and hits per step) are downloaded into one of two host arrays; the main thread
   // prints epoch e - 1 while epoch e runs.
   std::vector<float> host_stats[2] = {std::vector<float>(static_cast<std::size_t>(2 * steps)),
                                       std::vector<float>(static_cast<std::size_t>(2 * steps))};
   const Var downloaded[2] = {engine.NewVariable(), engine.NewVariable()};
-  float first_loss = 0, loss = 0, accuracy = 0;
+  // Replayed: one set of step buffers and one statistics buffer, allocated once; the step captured on them.
+  std::unique_ptr<StepBuffers> replayed;
+  Buffer replayed_stats;
+  depengine::Graph step_graph;
+  if (replay) {
+    replayed = std::make_unique<StepBuffers>(device, batch, data.features, model.layers);
+    replayed_stats = depengine::examples::allocate_floats(device, static_cast<std::size_t>(2 * steps));
+    step_graph = engine.Capture([&] {
+      push_step(device, model, data, *replayed, replayed_stats,
+                depengine::examples::StepSlot::replayed(static_cast<std::size_t>(steps)), batch);
+    });
+  }
+  Run run;
+  run.steps = steps;
   for (int epoch = 0; epoch <= options.epochs; ++epoch) {
-    if (epoch < options.epochs) {
+    if (epoch < options.epochs && replay) {
+      for (int step = 0; step < steps; ++step) engine.Replay(step_graph);
+      depengine::examples::push_download(device, replayed_stats, host_stats[epoch % 2].data(), replayed_stats.bytes(),
+                                         downloaded[epoch % 2]);
+    } else if (epoch < options.epochs) {
       Buffer stats = depengine::examples::allocate_floats(device, static_cast<std::size_t>(2 * steps));
       for (int step = 0; step < steps; ++step) {
-        const std::size_t row = static_cast<std::size_t>(step) * static_cast<std::size_t>(batch);
-        Buffer x = depengine::examples::allocate_floats(device, static_cast<std::size_t>(batch * data.features));
-        Buffer labels = depengine::examples::allocate_floats(device, static_cast<std::size_t>(batch));
-        depengine::examples::push_upload(device, x, data.x.data() + row * static_cast<std::size_t>(data.features),
-                                         x.bytes(), "load x");
-        depengine::examples::push_upload(device, labels, data.labels.data() + row, labels.bytes(), "load labels");
-        // Forward: h1, h2, logits.
-        Buffer acts[3];
-        const Buffer* in = &x;
-        for (std::size_t k = 0; k < 3; ++k) {
-          acts[k] = depengine::examples::allocate_floats(device, static_cast<std::size_t>(batch * layers[k].out));
-          depengine::examples::push_forward(device, layers[k], *in, acts[k], batch);
-          in = &acts[k];
-        }
-        Buffer grads[3];  // d(loss)/d(output) of each layer
-        grads[2] = depengine::examples::allocate_floats(device, static_cast<std::size_t>(batch * kClasses));
-        depengine::examples::push_loss(device, acts[2], labels, grads[2], stats, static_cast<std::size_t>(step), batch,
-                                       kClasses, 1.0f / static_cast<float>(batch));
-        // Backward, top layer first. Each layer's update is pushed right after its gradient: it runs while the layers
-        // below are still back-propagating, and the next batch's forward through this layer waits for it alone.
-        for (int k = 2; k >= 0; --k) {
-          const auto layer = static_cast<std::size_t>(k);
-          Buffer* dx = nullptr;
-          if (k > 0) {
-            grads[layer - 1] =
-                depengine::examples::allocate_floats(device, static_cast<std::size_t>(batch * layers[layer].in));
-            dx = &grads[layer - 1];
-          }
-          depengine::examples::push_backward(device, layers[layer], k > 0 ? acts[layer - 1] : x, acts[layer],
-                                             grads[layer], dx, batch);
-          depengine::examples::push_sgd(device, layers[layer], kLearningRate);
-        }
-        for (Buffer* b : {&x, &labels, &acts[0], &acts[1], &acts[2], &grads[0], &grads[1], &grads[2]}) {
-          buffers.deallocate(*b);
-        }
+        StepBuffers b(device, batch, data.features, model.layers);
+        push_step(device, model, data, b, stats, static_cast<std::size_t>(step), batch);
+        b.free(buffers);
       }
       depengine::examples::push_download(device, stats, host_stats[epoch % 2].data(), stats.bytes(),
                                          downloaded[epoch % 2]);
@@ -201,16 +250,19 @@ int main(int argc, char** argv) try {
     }
     if (epoch > 0) {  // print the previous epoch, while this one runs
       engine.WaitForVar(downloaded[(epoch - 1) % 2]);
+      float loss = 0, accuracy = 0;
       print_epoch(epoch - 1, options.epochs, host_stats[(epoch - 1) % 2], steps, batch, loss, accuracy);
-      if (epoch == 1) first_loss = loss;
+      run.losses.push_back(loss);
+      run.accuracies.push_back(accuracy);
     }
   }
   engine.WaitForAll();
-  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  run.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const float first_loss = run.losses.front(), loss = run.losses.back();
   std::printf("%d steps in %.2f s (%.0f us per step); mean loss %.4f -> %.4f (%.1fx lower), accuracy %.1f%%\n",
-              steps * options.epochs, seconds, 1e6 * seconds / (steps * options.epochs),
+              steps * options.epochs, run.seconds, 1e6 * run.seconds / (steps * options.epochs),
               static_cast<double>(first_loss), static_cast<double>(loss), static_cast<double>(first_loss / loss),
-              100.0 * static_cast<double>(accuracy));
+              100.0 * static_cast<double>(run.accuracies.back()));
   const depengine::MemoryPoolStats pool = buffers.pool(0).stats();
   std::printf("memory: %llu fresh blocks, %llu reused without a wait, peak %zu KiB held\n",
               static_cast<unsigned long long>(pool.fresh_allocations),
@@ -223,16 +275,41 @@ int main(int argc, char** argv) try {
                 static_cast<unsigned long long>(streams.waits_elided + streams.waits_complete),
                 static_cast<unsigned long long>(streams.host_synchronizations));
   }
+  if (replay) {
+    replayed->free(buffers);
+    buffers.deallocate(replayed_stats);
+  }
   model.free(buffers);
   engine.WaitForAll();
   if (!options.trace.empty()) {
     engine.StopTrace();
     std::printf("trace written to %s\n", options.trace.c_str());
   }
+  return run;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) try {
+  const Options options = parse(argc, argv);
+  const Run run = train(options, false);
+  const float first_loss = run.losses.front(), loss = run.losses.back(), accuracy = run.accuracies.back();
   if (options.check && !(loss <= first_loss / 4 && accuracy >= 0.9f)) {
     std::fprintf(stderr,
                  "training_loop: check failed: the loss fell %.1fx (needs 4x) to accuracy %.1f%% (needs 90%%)\n",
                  static_cast<double>(first_loss / loss), 100.0 * static_cast<double>(accuracy));
+    return 1;
+  }
+  if (!options.replay) return 0;
+  std::printf("\n");
+  const Run replayed = train(options, true);
+  const double steps = static_cast<double>(run.steps) * options.epochs;
+  const bool same = replayed.losses == run.losses && replayed.accuracies == run.accuracies;
+  std::printf("per step: pushed %.1f us, replayed %.1f us (%.2fx); every epoch's loss and accuracy %s\n",
+              1e6 * run.seconds / steps, 1e6 * replayed.seconds / steps, replayed.seconds / run.seconds,
+              same ? "bitwise identical" : "DIFFER");
+  if (options.check && !same) {
+    std::fprintf(stderr, "training_loop: check failed: the replayed run's losses differ from the pushed run's\n");
     return 1;
   }
   return 0;

@@ -129,6 +129,11 @@ MemoryPool& Buffers::pool(std::uint32_t device) const {
 
 Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t stream, StreamKind kind) {
   if (bytes == 0) throw Error("Buffers::allocate: 0 bytes");
+  if (engine().Capturing()) {
+    throw Error(
+        "Buffers::allocate inside Capture: allocations cannot be captured yet; allocate the step's buffers "
+        "before the capture and free them after the replays");
+  }
   MemoryPool& from = pool(device);
   if (bounded_) {
     try {
@@ -186,6 +191,9 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
 
 void Buffers::deallocate(Buffer& buffer, std::int32_t stream, StreamKind kind) {
   if (buffer.state_ == nullptr) throw Error("Buffers::deallocate: null buffer");
+  if (engine().Capturing()) {
+    throw Error("Buffers::deallocate inside Capture: frees cannot be captured yet; free the buffer after the replays");
+  }
   MemoryPool& to = pool(buffer.state_->device);
   PushOptions options;
   options.context =

@@ -109,12 +109,13 @@ class Buffers {
   ~Buffers();
 
   // Pushes the allocation of `bytes` (> 0) on `device`, on stream `stream` of `kind` (-1: the executor chooses).
-  // Throws Error for a bad device, a zero size, or (bounded pools) a request larger than the limit.
+  // Throws Error for a bad device, a zero size, (bounded pools) a request larger than the limit, or inside a Capture
+  // (engine/graph.h: allocate a replayed step's buffers before capturing it).
   [[nodiscard]] Buffer allocate(std::size_t bytes, std::uint32_t device, std::int32_t stream = -1,
                                 StreamKind kind = StreamKind::kCompute);
   // Pushes the free of `buffer` after every op pushed on its variable, on stream `stream` of the buffer's device
   // (-1: the executor chooses; it keeps it behind the buffer's last user). `buffer`, and every copy of it, is dead
-  // from this call on. Throws Error for a null or already freed buffer.
+  // from this call on. Throws Error for a null or already freed buffer, or inside a Capture.
   void deallocate(Buffer& buffer, std::int32_t stream = -1, StreamKind kind = StreamKind::kCompute);
 
   // Throws Error for a device that does not exist, or once the engine has been destroyed.

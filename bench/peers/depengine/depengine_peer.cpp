@@ -1,10 +1,14 @@
 // depengine in the side-by-side comparison: the threadpool executor with 2 workers, driven exactly as bench_engine
 // drives it: bench/common/engine_run.h (fresh variables per run, every op pushed from this thread, timed from the
-// first Push to the return of WaitForAll).
+// first Push to the return of WaitForAll). Also its replayed form, "depengine-replay" (engine/graph.h), phased as the
+// graph-building peers are: build (the capture of a step) and run (its replays).
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "bench/common/engine_run.h"
@@ -33,8 +37,20 @@ int main(int argc, char** argv) try {
   Engine engine(std::move(engine_options));
   print_setting(system, "threadpool executor, workers=" + std::to_string(kWorkers) + ", idle spin " +
                             std::to_string(pool.spin.count()) + " ns, pushing from the main thread");
-  report(options.common, measure(options, workloads, system, kWorkers,
-                                 [&](const Workload& w) { return RunTiming{run_workload(engine, w)}; }));
+  std::vector<Record> records = measure(options, workloads, system, kWorkers,
+                                        [&](const Workload& w) { return RunTiming{run_workload(engine, w)}; });
+  // The replayed form, phased like the graph-building peers: "build" is the capture of one step of kReplayStep ops,
+  // "run" its replays until the workload's size.
+  print_setting(system + "-replay", "the same engine; a step of the first " + std::to_string(kReplayStep) +
+                                        " ops captured once (build), replayed until the workload's size (run)");
+  for (Record& r : measure(options, workloads, system + "-replay", kWorkers, [&](const Workload& w) {
+         const ReplayTiming t = replay_workload(engine, w);
+         const double step = static_cast<double>(std::min(kReplayStep, w.size()));
+         return RunTiming{t.run_ns + t.capture_ns * step / static_cast<double>(w.size()), t.capture_ns, t.run_ns};
+       })) {
+    records.push_back(std::move(r));
+  }
+  report(options.common, records);
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench_peer_depengine: %s\n", e.what());

@@ -54,7 +54,12 @@ double print_comparison(const std::vector<Record>& medians, const std::vector<st
     }
   }
   bool header = false;
+  std::vector<std::string> phased;  // each system, then its replayed form (a captured step replayed: engine/graph.h)
   for (const std::string& s : systems) {
+    phased.push_back(s);
+    phased.push_back(s + "-replay");
+  }
+  for (const std::string& s : phased) {
     for (const std::string& w : workloads) {
       const std::optional<double> build = find(medians, w, s + "/build"), run = find(medians, w, s + "/run");
       if (!build || !run) continue;
@@ -63,7 +68,7 @@ double print_comparison(const std::vector<Record>& medians, const std::vector<st
                     "system", "build", "run");
         header = true;
       }
-      std::printf("%-12s %-15s %15.1f %15.1f\n", w.c_str(), s.c_str(), *build, *run);
+      std::printf("%-12s %-17s %15.1f %15.1f\n", w.c_str(), s.c_str(), *build, *run);
     }
   }
   return worst;

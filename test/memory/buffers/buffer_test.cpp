@@ -17,6 +17,7 @@
 #include <thread>
 #include <vector>
 
+#include "executors/inline_executor.h"
 #include "test/executors/stream/stream_executor_support.h"
 
 namespace depengine::test {
@@ -440,6 +441,24 @@ TEST_CASE("Buffers: misuse gets clear errors", "[memory][buffers][errors]") {
   CHECK(b.var().is_null());
   CHECK_THROWS_AS(buffers.deallocate(copy), Error);  // the variable is dead: DeleteVariable says so
   engine.WaitForAll();
+}
+
+TEST_CASE("Buffers: an allocation or a free inside a Capture throws Error and pushes nothing",
+          "[memory][buffers][errors]") {
+  EngineOptions options;
+  options.executors.push_back(std::make_unique<InlineExecutor>());
+  Engine engine(std::move(options));
+  Buffers buffers(engine, 0);
+  Buffer kept = buffers.allocate(64, 0);
+  const Graph graph = engine.Capture([&] {
+    CHECK_THROWS_WITH((void)buffers.allocate(64, 0), Catch::Contains("Buffers::allocate inside Capture"));
+    CHECK_THROWS_WITH(buffers.deallocate(kept), Catch::Contains("Buffers::deallocate inside Capture"));
+  });
+  CHECK(graph.empty());
+  CHECK_FALSE(kept.var().is_null());  // the refused free left the buffer alive
+  buffers.deallocate(kept);
+  engine.WaitForAll();
+  CHECK(buffers.pool(0).stats().fresh_allocations == 1);  // only the allocation made outside the capture
 }
 
 }  // namespace

@@ -1,0 +1,239 @@
+// Capture: the pushes of a capturing thread recorded instead of published, and the plan made of them (graph_plan.h).
+#include <algorithm>
+#include <string>
+#include <unordered_map>
+#include <utility>
+
+#include "engine/detail/engine_core.h"
+#include "engine/detail/graph_plan.h"
+#include "engine/detail/running.h"
+
+namespace depengine::detail {
+namespace {
+
+// What planning keeps per variable while it walks the captured ops in order.
+struct VarWalk {
+  std::int64_t last_writer = -1;
+  std::int64_t first_writer = -1;
+  std::int64_t last_writer_use = -1;         // index into the plan's uses of the last writer's use of the variable
+  std::vector<std::uint32_t> head_readers;   // reads before the first write
+  std::vector<std::uint32_t> readers_since;  // reads since the last write (all reads while there was none)
+};
+
+}  // namespace
+
+GraphPlan::GraphPlan(std::uint32_t engine_id, std::vector<CapturedOp> captured) : engine_id_(engine_id) {
+  const auto count = static_cast<std::uint32_t>(captured.size());
+  ops_.resize(count);
+  std::vector<std::vector<std::uint32_t>> successors(count);
+  std::vector<std::vector<std::uint32_t>> covers(count);
+  std::vector<std::uint32_t> last_edge_to(count, count);  // successors[p] ends with i iff last_edge_to[p] == i
+  std::vector<VarState*> order;                           // the variables, in order of first use
+  std::vector<VarWalk> walks;
+  std::vector<std::uint32_t> tags;
+  std::unordered_map<const VarState*, std::size_t> index_of;
+  auto walk_of = [&](VarState* var, std::uint32_t tag) -> VarWalk& {
+    const auto [it, fresh] = index_of.try_emplace(var, order.size());
+    if (!fresh) return walks[it->second];
+    order.push_back(var);
+    tags.push_back(tag);
+    return walks.emplace_back();
+  };
+  for (std::uint32_t i = 0; i < count; ++i) {
+    CapturedOp& from = captured[i];
+    Op& op = ops_[i];
+    op.fn = std::move(from.fn);
+    op.executor = from.executor;
+    op.priority = from.priority;
+    op.no_skip = from.no_skip;
+    op.named = from.named;
+    op.name = std::move(from.name);
+    op.uses.begin = static_cast<std::uint32_t>(uses_.size());
+    auto edge = [&](std::int64_t from_op) {
+      const auto p = static_cast<std::uint32_t>(from_op);
+      if (last_edge_to[p] == i) return;  // already a predecessor through another variable
+      last_edge_to[p] = i;
+      successors[p].push_back(i);
+      ++op.wait;
+    };
+    for (const CapturedOp::Use& use : from.uses) {
+      VarWalk& walk = walk_of(use.var, use.tag);
+      if (use.access == Access::kRead) {
+        if (walk.last_writer >= 0) {
+          edge(walk.last_writer);
+        } else {
+          walk.head_readers.push_back(i);
+          ++op.wait;  // granted by the head join
+        }
+        walk.readers_since.push_back(i);
+      } else {
+        if (walk.last_writer >= 0) edge(walk.last_writer);
+        for (std::uint32_t reader : walk.readers_since) edge(reader);
+        walk.readers_since.clear();
+        if (walk.first_writer < 0) {
+          walk.first_writer = i;
+          ++op.wait;  // granted by the middle join
+        }
+        walk.last_writer = i;
+        walk.last_writer_use = static_cast<std::int64_t>(uses_.size());
+      }
+      uses_.push_back(Use{use.var, use.tag, use.access, use.access == Access::kWrite});
+    }
+    op.uses.end = static_cast<std::uint32_t>(uses_.size());
+    if (op.wait == 0) roots_.push_back(i);
+  }
+  // Joins, in the order of the variables' addresses (the order a push locks them in).
+  std::vector<std::size_t> by_address(order.size());
+  for (std::size_t v = 0; v < order.size(); ++v) by_address[v] = v;
+  std::sort(by_address.begin(), by_address.end(), [&](std::size_t a, std::size_t b) { return order[a] < order[b]; });
+  for (const std::size_t v : by_address) {
+    VarWalk& walk = walks[v];
+    auto add_join = [&](Access access, const std::vector<std::uint32_t>& grants,
+                        const std::vector<std::uint32_t>& done) {
+      Join join{order[v], tags[v], access, static_cast<std::int32_t>(done.size()), {}};
+      join.targets.begin = static_cast<std::uint32_t>(targets_.size());
+      targets_.insert(targets_.end(), grants.begin(), grants.end());
+      join.targets.end = static_cast<std::uint32_t>(targets_.size());
+      for (std::uint32_t op : done) covers[op].push_back(static_cast<std::uint32_t>(joins_.size()));
+      joins_.push_back(join);
+    };
+    if (!walk.head_readers.empty()) add_join(Access::kRead, walk.head_readers, walk.head_readers);
+    if (walk.first_writer >= 0) {
+      add_join(Access::kWrite, {static_cast<std::uint32_t>(walk.first_writer)},
+               {static_cast<std::uint32_t>(walk.last_writer)});
+      uses_[static_cast<std::size_t>(walk.last_writer_use)].counts_version = false;  // the middle join counts it
+      if (!walk.readers_since.empty()) add_join(Access::kRead, {}, walk.readers_since);
+    }
+  }
+  for (std::uint32_t i = 0; i < count; ++i) {
+    ops_[i].successors.begin = static_cast<std::uint32_t>(successors_.size());
+    successors_.insert(successors_.end(), successors[i].begin(), successors[i].end());
+    ops_[i].successors.end = static_cast<std::uint32_t>(successors_.size());
+    ops_[i].covers.begin = static_cast<std::uint32_t>(covered_.size());
+    covered_.insert(covered_.end(), covers[i].begin(), covers[i].end());
+    ops_[i].covers.end = static_cast<std::uint32_t>(covered_.size());
+    if (successors[i].empty()) ++sinks_;
+  }
+}
+
+GraphPlan::~GraphPlan() = default;
+
+GraphInstance* GraphPlan::take() {
+  std::lock_guard lock(pool_mutex_);
+  if (free_.empty()) {
+    instances_.push_back(std::make_unique<GraphInstance>(*this));
+    free_.reserve(instances_.size());  // give_back() then never allocates
+    return instances_.back().get();
+  }
+  GraphInstance* instance = free_.back();
+  free_.pop_back();
+  return instance;
+}
+
+void GraphPlan::give_back(GraphInstance* instance) noexcept {
+  std::lock_guard lock(pool_mutex_);
+  free_.push_back(instance);  // capacity reserved by take()
+}
+
+GraphInstance::GraphInstance(GraphPlan& planned_by)
+    : plan(planned_by),
+      ops(std::make_unique<GraphOp[]>(planned_by.size())),
+      joins(std::make_unique<GraphJoin[]>(planned_by.joins().size())) {
+  for (std::uint32_t i = 0; i < planned_by.size(); ++i) {
+    const GraphPlan::Op& op = planned_by.op(i);
+    ops[i].prepare(op.executor, op.priority, this);
+    ops[i].reset_wait(op.wait);
+  }
+  for (std::size_t j = 0; j < planned_by.joins().size(); ++j) {
+    const GraphPlan::Join& planned = planned_by.joins()[j];
+    GraphJoin& join = joins[j];
+    join.owner_kind = kGraphJoin;
+    join.reset_wait(1);
+    join.use = VarUse{planned.var, &join, nullptr, planned.access, planned.tag};
+    join.pending.store(planned.covers, std::memory_order_relaxed);  // relaxed: published with the instance
+    join.instance = this;
+  }
+}
+
+void EngineCore::begin_capture() {
+  if (t_running.capturing != nullptr) {
+    throw Error("Capture: called inside a Capture; capture the inner step on its own and replay it after");
+  }
+  if (t_running.engine == this) {
+    throw Error(
+        "Capture: called from inside a running op of this engine; capture from the thread that pushes the step");
+  }
+  if (has_streams_) {
+    throw Error("Capture: the engine has a stream executor; capturing stream ops is not supported yet");
+  }
+  t_running.captured = new std::vector<CapturedOp>();
+  t_running.capturing = this;
+}
+
+void EngineCore::abandon_capture() noexcept {
+  delete t_running.captured;
+  t_running.capturing = nullptr;
+  t_running.captured = nullptr;
+}
+
+Graph EngineCore::end_capture() {
+  std::unique_ptr<std::vector<CapturedOp>> ops(t_running.captured);
+  t_running.capturing = nullptr;
+  t_running.captured = nullptr;
+  if (ops->size() > in_flight_.max()) {
+    throw Error("Capture: the graph has " + std::to_string(ops->size()) +
+                " ops, more than EngineOptions::max_in_flight (" + std::to_string(in_flight_.max()) +
+                "), so no replay of it could be admitted; raise the bound or capture a smaller step");
+  }
+  if (ops->empty()) return Graph();
+  return Graph(std::make_shared<GraphPlan>(vars_.engine_id(), std::move(*ops)));
+}
+
+// A push made inside a capture: checks that a graph can hold it, then moves it from its record into the capture.
+void EngineCore::capture(OpRecord* op) {
+  const char* refusal = nullptr;
+  if (op->async) {
+    refusal = "PushAsync inside Capture: asynchronous ops cannot be captured yet; push them outside the capture";
+  } else if (op->waits_fences || op->signals_fences) {
+    refusal =
+        "Push inside Capture: an op with wait or signal fences cannot be captured (a fence value cannot "
+        "repeat); wait for or signal the fence from an op pushed outside the capture";
+  } else if (op->scope != nullptr) {
+    refusal = "Push inside Capture: an op with a CancelScope cannot be captured yet";
+  }
+  if (refusal != nullptr) {
+    op->recycle();
+    throw Error(refusal);
+  }
+  CapturedOp captured;
+  captured.executor = op->executor();
+  captured.priority = op->priority();
+  captured.no_skip = op->no_skip;
+  try {
+    if (op->named) {
+      captured.name = op->name;
+      captured.named = true;
+    }
+    captured.uses.reserve(op->num_uses);
+    for (std::uint32_t i = 0; i < op->num_uses; ++i) {
+      const VarUse& use = op->uses[i];
+      // relaxed: an early check, as a push's; a replay checks again under the variables' locks.
+      if (state_of(use)->generation.load(std::memory_order_relaxed) != use.tag) {
+        refusal = "Push inside Capture: a variable of the op was deleted (DeleteVariable) and may not be used again";
+        break;
+      }
+      captured.uses.push_back({state_of(use), use.tag, use.access});
+    }
+    if (refusal == nullptr) {
+      captured.fn = std::move(op->fn);
+      t_running.captured->push_back(std::move(captured));
+    }
+  } catch (...) {  // out of memory
+    op->recycle();
+    throw;
+  }
+  op->recycle();
+  if (refusal != nullptr) throw Error(refusal);
+}
+
+}  // namespace depengine::detail

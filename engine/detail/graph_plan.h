@@ -1,0 +1,207 @@
+// GraphPlan: what Engine::Capture found out about a step once, so that Engine::Replay does not find it out again; and
+// the instances that replays run.
+//
+// Capture (graph_capture.cpp) records each push of the capturing thread (its function, executor, priority, name,
+// no_skip and folded variable list) and then plans the graph:
+//
+//   - Edges among the graph's own ops, by MXNet's rule applied once: a read of V follows the graph's last write of V
+//     before it; a write of V follows that write and every read of V since. Each op's wait count is the number of its
+//     distinct predecessors plus the joins (below) that grant it.
+//   - Joins: how the graph sits in the queue of each variable it uses. Per variable, in queue order, at most three
+//     VarQueue entries, standing for the graph's uses of it as if they had been pushed one by one:
+//         head   a read entry for the reads before the graph's first write of V (all of them if it never writes V):
+//                granted with the reads pushed before it, it grants those readers; it completes when they have.
+//         middle a write entry from the first write to the last: it grants the first writer and completes when the
+//                last writer does (every use of V in between follows the first writer and precedes the last).
+//         tail   a read entry for the reads after the last write: granted when the middle one completes (the readers
+//                are granted by the last writer's completion, an edge), it holds later writers back until the readers
+//                complete, while later reads run beside them.
+//     So the graph's first users of V wait only for what was pushed before on V, and later pushes on V wait only for
+//     the graph's last users of V. A mutation other than the last writer's counts V's version itself (the middle
+//     entry's completion counts the last), so Version() stays exact.
+//
+// Replay (replay.cpp) takes a free instance, appends its joins to their queues under all their locks (as a push does,
+// in the order of the variables' addresses), and submits the ops nothing holds back. An op's completion poisons and
+// counts what it mutates, completes the joins it was the last to cover, and grants its successors; the instance is
+// free again when the replay has retired (below).
+//
+// Retirement. A replay is in flight, and its instance busy, until every op has completed; counting each op out would
+// trade the instance's line between workers at every op. Only sinks (ops without successors) and joins count: every
+// other op leads through its successors to a sink that cannot retire before it has granted them, and it touches the
+// instance no more after its last grant. The last sink or join out frees the instance and counts the replay's ops out
+// of flight at once.
+//
+// Instances keep their state between replays: an op restores its own wait count when it starts (nothing grants it
+// again in that replay), and a join restores its counts when it is granted and completed, so a replay writes only
+// the joins and the ops granted at append, not every op.
+//
+// Thread safety: a plan is immutable after capture but for its instance pool (a mutex) and replay counter (an atomic);
+// its functions are called from the threads that run its ops, and concurrently when replays overlap.
+#pragma once
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "engine/detail/op_function.h"
+#include "engine/detail/var_table.h"
+#include "engine/op_name.h"
+#include "engine/var_queue/op_node.h"
+#include "executors/executor.h"
+
+namespace depengine::detail {
+
+class GraphInstance;
+
+// The tags OpNode::owner_kind and Task::host_kind_ carry, so that the engine tells its nodes apart where queues and
+// executors hand them back.
+enum NodeKind : std::uint8_t {
+  kPushedOp = 0,  // an OpRecord (op_record.h)
+  kGraphOp = 1,   // a GraphOp
+  kGraphJoin = 2  // a GraphJoin (an OpNode only)
+};
+
+// One op of a replay.
+struct alignas(64) GraphOp final : Task, OpNode {
+  void prepare(Executor* runs_on, std::int32_t urgency, GraphInstance* owner) noexcept {
+    executor_ = runs_on;
+    priority_ = urgency;
+    host_kind_ = kGraphOp;
+    owner_kind = kGraphOp;
+    instance = owner;
+  }
+  GraphInstance* instance = nullptr;
+};
+static_assert(sizeof(GraphOp) == 64, "one line per op: workers running neighbours do not share one");
+
+// One of a replay's entries in a variable's queue (see Joins above). The queue grants its OpNode.
+struct GraphJoin final : OpNode {
+  VarUse use;
+  // The covered ops that have not completed yet; the one that takes it to zero completes the entry.
+  std::atomic<std::int32_t> pending{0};
+  GraphInstance* instance = nullptr;
+};
+
+// One push made inside a capture.
+struct CapturedOp {
+  struct Use {
+    VarState* var;
+    std::uint32_t tag;  // the handle's generation
+    Access access;
+  };
+  OpFunction fn;
+  Executor* executor = nullptr;
+  std::int32_t priority = 0;
+  bool no_skip = false;
+  bool named = false;
+  OpName name;
+  std::vector<Use> uses;  // sorted and folded, as the push had them
+};
+
+class GraphPlan {
+ public:
+  // A range [begin, end) of one of the index vectors below.
+  struct Range {
+    std::uint32_t begin = 0;
+    std::uint32_t end = 0;
+  };
+  struct Op {
+    OpFunction fn;
+    Executor* executor = nullptr;
+    std::int32_t priority = 0;
+    std::int32_t wait = 0;  // distinct predecessors + joins that grant it
+    bool no_skip = false;
+    bool named = false;
+    OpName name;
+    Range uses;        // into uses_
+    Range successors;  // into successors_
+    Range covers;      // into covered_: the joins whose pending count it takes down when it completes
+    [[nodiscard]] std::string_view name_view() const noexcept { return named ? name.view() : std::string_view{}; }
+  };
+  struct Use {
+    VarState* var = nullptr;
+    std::uint32_t tag = 0;  // the handle's generation
+    Access access = Access::kRead;
+    bool counts_version = false;  // a mutation whose completion counts the version itself (not a middle join's last)
+  };
+  struct Join {
+    VarState* var = nullptr;
+    std::uint32_t tag = 0;
+    Access access = Access::kRead;
+    std::int32_t covers = 0;  // the ops that must complete before the entry does
+    Range targets;            // into targets_: the ops its grant grants
+  };
+
+  // Plans `ops`, captured in push order from the engine whose id (VarTable::engine_id) is `engine_id`.
+  GraphPlan(std::uint32_t engine_id, std::vector<CapturedOp> ops);
+  ~GraphPlan();
+  GraphPlan(const GraphPlan&) = delete;
+  GraphPlan& operator=(const GraphPlan&) = delete;
+
+  // The capturing engine's id: never reused in the process, so a graph outliving its engine is never taken for
+  // another's.
+  [[nodiscard]] std::uint32_t engine_id() const noexcept { return engine_id_; }
+  [[nodiscard]] std::size_t size() const noexcept { return ops_.size(); }
+  [[nodiscard]] Op& op(std::uint32_t index) noexcept { return ops_[index]; }
+  [[nodiscard]] const std::vector<Join>& joins() const noexcept { return joins_; }
+  [[nodiscard]] const Use* uses(const Op& op) const noexcept { return uses_.data() + op.uses.begin; }
+  [[nodiscard]] const std::uint32_t* successors(const Op& op) const noexcept {
+    return successors_.data() + op.successors.begin;
+  }
+  [[nodiscard]] const std::uint32_t* covered(const Op& op) const noexcept { return covered_.data() + op.covers.begin; }
+  [[nodiscard]] const std::uint32_t* targets(const Join& join) const noexcept {
+    return targets_.data() + join.targets.begin;
+  }
+  // The ops that wait for nothing (no variable, no predecessor): ready at every replay.
+  [[nodiscard]] const std::vector<std::uint32_t>& roots() const noexcept { return roots_; }
+  // The ops without successors (see Retirement above).
+  [[nodiscard]] std::size_t sinks() const noexcept { return sinks_; }
+  // Which replay this is, from 0. Taken under the variables' locks (a graph without variables: in no particular
+  // order).
+  [[nodiscard]] std::int64_t next_replay() noexcept {
+    // relaxed: a count; replays order among themselves through their variables' locks.
+    return replays_.fetch_add(1, std::memory_order_relaxed);
+  }
+
+  // A free instance, made (allocating) when none is. Any thread.
+  [[nodiscard]] GraphInstance* take();
+  // Returns an instance whose every op has retired. Any thread.
+  void give_back(GraphInstance* instance) noexcept;
+
+ private:
+  const std::uint32_t engine_id_;
+  std::vector<Op> ops_;
+  std::vector<Use> uses_;
+  std::vector<std::uint32_t> successors_;
+  std::vector<std::uint32_t> covered_;
+  std::vector<Join> joins_;  // sorted by variable address; a variable's head, middle and tail in that order
+  std::vector<std::uint32_t> targets_;
+  std::vector<std::uint32_t> roots_;
+  std::size_t sinks_ = 0;
+  std::atomic<std::int64_t> replays_{0};
+
+  std::mutex pool_mutex_;
+  std::vector<std::unique_ptr<GraphInstance>> instances_;  // guarded by pool_mutex_; every instance made
+  std::vector<GraphInstance*> free_;                       // guarded by pool_mutex_
+};
+
+// The state of one replay: an op per planned op and a join per planned join, reused by later replays.
+class GraphInstance {
+ public:
+  explicit GraphInstance(GraphPlan& plan);
+
+  GraphPlan& plan;
+  std::unique_ptr<GraphOp[]> ops;
+  std::unique_ptr<GraphJoin[]> joins;
+  // Set by the replaying thread before the ops can run; read by them.
+  std::shared_ptr<GraphPlan> keep;  // the plan stays alive while the replay is in flight
+  std::int64_t replay = 0;          // RunContext::replay
+  std::uint64_t owner = 0;          // the replaying thread (error_log.h), whose ops these are
+  // Ops, and joins not granted at append, that are not done yet; whoever takes it to zero frees the instance.
+  alignas(64) std::atomic<std::uint32_t> remaining{0};
+};
+
+}  // namespace depengine::detail

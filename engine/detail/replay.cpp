@@ -1,0 +1,209 @@
+// Replay: a planned graph's joins appended to their queues, its ops run, completed and retired (graph_plan.h).
+#include <string>
+#include <utility>
+
+#include "engine/detail/engine_core.h"
+#include "engine/detail/graph_plan.h"
+#include "engine/detail/running.h"
+#include "executors/ready_queue.h"
+
+namespace depengine::detail {
+namespace {
+
+// Locks the queue of every variable the plan joins, in address order (joins of one variable are adjacent).
+void lock_joins(const std::vector<GraphPlan::Join>& joins) noexcept {
+  const VarState* locked = nullptr;
+  for (const GraphPlan::Join& join : joins) {
+    if (join.var != locked) join.var->lock();
+    locked = join.var;
+  }
+}
+
+void unlock_joins(const std::vector<GraphPlan::Join>& joins) noexcept {
+  const VarState* unlocked = nullptr;
+  for (const GraphPlan::Join& join : joins) {
+    if (join.var != unlocked) join.var->unlock();
+    unlocked = join.var;
+  }
+}
+
+}  // namespace
+
+void EngineCore::replay(const Graph& graph) {
+  if (t_running.capturing != nullptr) {
+    throw Error("Replay: called inside a Capture; replay the graph outside it (a capture records pushes only)");
+  }
+  GraphPlan* plan = graph.plan_.get();
+  if (plan == nullptr) throw Error("Replay: the graph is empty (default-constructed, moved from, or nothing captured)");
+  if (plan->engine_id() != vars_.engine_id()) throw Error("Replay: the graph was captured by another engine");
+  const std::size_t count = plan->size();
+  if (!in_flight_.admit_many(count, t_running.engine == this)) [[unlikely]] {
+    throw Error(
+        "Replay: the engine is being destroyed; only ops running in it may still push (the rest of their work)");
+  }
+  GraphInstance* instance = nullptr;
+  try {
+    instance = plan->take();
+  } catch (...) {  // out of memory
+    in_flight_.leave(count);
+    throw;
+  }
+  instance->keep = graph.plan_;
+  instance->owner = current_owner();
+
+  // Publish, as a push does: every queue locked at once, the handles checked under the locks, then the appends. An op
+  // granted by a join at append is counted down here: no other thread can grant it until the locks are released (its
+  // other joins are locked, its predecessors have not run).
+  const std::vector<GraphPlan::Join>& joins = plan->joins();
+  TaskList ready;
+  lock_joins(joins);
+  bool alive = true;
+  for (std::size_t j = 0; j < joins.size() && alive; ++j) {
+    // relaxed: generation is written only under this lock, which we hold.
+    alive = joins[j].var->generation.load(std::memory_order_relaxed) == joins[j].tag;
+  }
+  if (alive) {
+    // Numbered under the locks: replays of one graph take effect on its variables in the order of their numbers.
+    instance->replay = plan->next_replay();
+    std::uint32_t granted = 0;
+    for (std::size_t j = 0; j < joins.size(); ++j) {
+      GraphJoin& join = instance->joins[j];
+      if (!joins[j].var->append_locked(join.use)) continue;
+      ++granted;
+      const std::uint32_t* target = plan->targets(joins[j]);
+      for (std::uint32_t t = joins[j].targets.begin; t < joins[j].targets.end; ++t, ++target) {
+        GraphOp& op = instance->ops[*target];
+        if (op.take_grant_locked() == 0) ready.push_back(&op);
+      }
+    }
+    // relaxed: the later decrements come from threads that take one of these locks, or that the ops submitted below
+    // reach through their executors, after this store.
+    instance->remaining.store(static_cast<std::uint32_t>(plan->sinks() + joins.size() - granted),
+                              std::memory_order_relaxed);
+  }
+  unlock_joins(joins);
+  if (!alive) {
+    instance->keep.reset();
+    plan->give_back(instance);
+    in_flight_.leave(count);
+    throw Error("Replay: a variable the graph uses was deleted (DeleteVariable) since the capture");
+  }
+  for (const std::uint32_t root : plan->roots()) ready.push_back(&instance->ops[root]);
+  submit_in_priority_order(ready);
+}
+
+// Runs one op of a replay: skipped on an input error (unless no_skip) or at the engine's cancelling teardown, as a
+// pushed op is; then completed.
+void EngineCore::execute_replayed(GraphOp* op, int worker, TaskList& ready) noexcept {
+  GraphInstance* instance = op->instance;
+  GraphPlan& plan = instance->plan;
+  const auto index = static_cast<std::uint32_t>(op - instance->ops.get());
+  GraphPlan::Op& planned = plan.op(index);
+  op->reset_wait(planned.wait);  // for the next replay: nothing grants the op again in this one
+  const GraphPlan::Use* uses = plan.uses(planned);
+  const std::uint32_t num_uses = planned.uses.end - planned.uses.begin;
+  std::exception_ptr error;
+  const std::exception_ptr* input_error = nullptr;
+  for (std::uint32_t i = 0; i < num_uses && input_error == nullptr; ++i) {
+    if (uses[i].var->error != nullptr) [[unlikely]]
+      input_error = &uses[i].var->error;
+  }
+  // relaxed: as in find_input_error().
+  if (cancelling_.load(std::memory_order_relaxed)) [[unlikely]] {
+    error = teardown_error_;
+  } else if (input_error != nullptr && !planned.no_skip) {
+    error = *input_error;
+  } else {
+    const RunningScope running(this, &ready, instance->owner);
+    RunContext ctx{planned.name_view(), worker, op->executor(), nullptr, nullptr, nullptr, input_error};
+    ctx.replay = instance->replay;
+    try {
+      planned.fn(ctx, nullptr);
+    } catch (...) {
+      error = std::current_exception();
+      errors_.raise(error, planned.name_view(), instance->owner);
+    }
+  }
+  complete_replayed(op, planned, error, ready);
+}
+
+// Completes a replayed op: poisons and counts what it mutates, completes the joins it was the last to cover, grants its
+// successors, and, if it has none, retires. An op with successors is done with the instance once its last grant has
+// landed: each successor leads to a sink that cannot retire before the successor has run (graph_plan.h, Retirement).
+void EngineCore::complete_replayed(GraphOp* op, const GraphPlan::Op& planned, const std::exception_ptr& error,
+                                   TaskList& ready) noexcept {
+  GraphInstance* instance = op->instance;
+  GraphPlan& plan = instance->plan;
+  const GraphPlan::Use* uses = plan.uses(planned);
+  for (std::uint32_t i = 0; i < planned.uses.end - planned.uses.begin; ++i) {
+    if (uses[i].access != Access::kWrite) continue;
+    if (error != nullptr && uses[i].var->error == nullptr) {
+      uses[i].var->error = error;
+      errors_.poison(vars_.handle(uses[i].var, uses[i].tag), error, instance->owner);
+    }
+    if (uses[i].counts_version) uses[i].var->count_mutation();
+  }
+  // The joins first: a tail join is granted by the middle one's completion, before the readers it covers (the
+  // successors below) can complete. What their queues grant is routed before our own grants, after which an op with
+  // successors may no longer touch the instance.
+  ReadyList granted;
+  const std::uint32_t* covered = plan.covered(planned);
+  for (std::uint32_t c = planned.covers.begin; c < planned.covers.end; ++c, ++covered) {
+    GraphJoin& join = instance->joins[*covered];
+    // acq_rel: the last of the covered ops completes the entry, after the others' completions.
+    if (join.pending.fetch_sub(1, std::memory_order_acq_rel) != 1) continue;
+    join.pending.store(plan.joins()[*covered].covers, std::memory_order_relaxed);  // for the next replay
+    join.use.var->complete(join.use, nullptr, granted);
+  }
+  while (OpNode* node = granted.pop_front()) route(node, ready);
+  const std::uint32_t* successor = plan.successors(planned);
+  const std::uint32_t* const end = successor + (planned.successors.end - planned.successors.begin);
+  if (successor == end) {
+    retire_replayed(instance);
+    return;
+  }
+  GraphOp* const ops = instance->ops.get();
+  for (; successor != end; ++successor) {
+    GraphOp& next = ops[*successor];
+    if (next.grant()) ready.push_back(&next);
+  }
+}
+
+// A join granted by its queue: grants the ops it stands for (graph_plan.h, Joins).
+void EngineCore::grant_join(GraphJoin* join, TaskList& ready) noexcept {
+  GraphInstance* instance = join->instance;
+  const auto index = static_cast<std::size_t>(join - instance->joins.get());
+  const GraphPlan::Join& planned = instance->plan.joins()[index];
+  join->reset_wait(1);  // for the next replay
+  const std::uint32_t* target = instance->plan.targets(planned);
+  for (std::uint32_t t = planned.targets.begin; t < planned.targets.end; ++t, ++target) {
+    GraphOp& op = instance->ops[*target];
+    if (op.grant()) ready.push_back(&op);
+  }
+  retire_replayed(instance);  // the join is done: the instance (and its plan) may go once the ops are
+}
+
+// A sink op or a join of `instance` is done; the last frees the instance and counts its ops out of flight.
+void EngineCore::retire_replayed(GraphInstance* instance) noexcept {
+  // acq_rel: the last one sees every other's work on the instance before it hands the instance back.
+  if (instance->remaining.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
+  const std::size_t count = instance->plan.size();
+  std::shared_ptr<GraphPlan> plan = std::move(instance->keep);
+  plan->give_back(instance);
+  plan.reset();  // may destroy the plan (and the instance) if the Graph is gone
+  in_flight_.leave(count);
+}
+
+// Where a node a queue granted goes: a join of a replay to the ops it grants, a pushed op to the ready list (through
+// make_ready when signals are carried). A replayed op is never in a queue: its joins are.
+void EngineCore::route(OpNode* node, TaskList& ready) noexcept {
+  if (node->owner_kind == kGraphJoin) {
+    grant_join(static_cast<GraphJoin*>(node), ready);
+  } else if (has_streams_) {
+    make_ready(static_cast<OpRecord*>(node), ready);
+  } else {
+    ready.push_back(static_cast<OpRecord*>(node));
+  }
+}
+
+}  // namespace depengine::detail

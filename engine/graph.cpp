@@ -1,0 +1,11 @@
+#include "engine/graph.h"
+
+#include "engine/detail/graph_plan.h"
+
+namespace depengine {
+
+Graph::~Graph() = default;
+
+std::size_t Graph::size() const noexcept { return plan_ != nullptr ? plan_->size() : 0; }
+
+}  // namespace depengine

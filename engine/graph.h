@@ -1,0 +1,58 @@
+// Graph: a step of pushes captured once (Engine::Capture) and replayed any number of times (Engine::Replay).
+//
+//   depengine::Graph step = engine.Capture([&] {
+//     engine.Push(forward, {w, x}, {y});
+//     engine.Push(backward, {w, y}, {g});
+//     engine.Push(update, {g}, {w});
+//   });
+//   for (int k = 0; k < steps; ++k) engine.Replay(step);  // as if the three were pushed again, at a fraction of the
+//   cost
+//
+// A replay behaves as if the captured ops were pushed again, in captured order, with the same functions, variables
+// and options: the same order against everything pushed before and after it on the variables it shares, the same
+// errors (skipping, poisoning, no_skip, rethrow at waits), the same back-pressure, waits from inside ops refused the
+// same way. The dependencies among the graph's own ops are found once, at capture. At replay the graph joins the queue
+// of each variable it uses, so its first users of a variable wait only for what was pushed before on that variable,
+// and later pushes on it wait only for the graph's last users of it, not for the whole graph. An op learns which
+// replay runs it from RunContext::replay (0 for the first replay of its graph; replays from several threads are
+// numbered in the order they take effect on the graph's variables).
+//
+// A Graph is a move-only handle. It belongs to the engine that captured it and names that engine's variables; it may
+// be destroyed while replays of it are in flight (they keep what they need). Replaying it after a variable it names
+// was deleted is an Error.
+//
+// Thread safety: Replay(graph) from any thread, concurrently, even of the same graph. Cost: see Engine::Replay.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <utility>
+
+namespace depengine {
+
+namespace detail {
+class GraphPlan;
+class EngineCore;
+}  // namespace detail
+
+class Graph {
+ public:
+  Graph() = default;  // an empty graph: replaying it is an Error
+  Graph(Graph&&) noexcept = default;
+  Graph& operator=(Graph&&) noexcept = default;
+  Graph(const Graph&) = delete;
+  Graph& operator=(const Graph&) = delete;
+  ~Graph();
+
+  // The number of ops a replay runs (0 for an empty graph).
+  [[nodiscard]] std::size_t size() const noexcept;
+  [[nodiscard]] bool empty() const noexcept { return size() == 0; }
+
+ private:
+  friend class detail::EngineCore;
+  explicit Graph(std::shared_ptr<detail::GraphPlan> plan) noexcept : plan_(std::move(plan)) {}
+
+  std::shared_ptr<detail::GraphPlan> plan_;
+};
+
+}  // namespace depengine
