@@ -178,13 +178,13 @@ class Engine {
     DeleteVariable(var, [] {});
   }
 
-  // Runs `body` on the calling thread and captures the ops it pushes (Push) into a Graph, without running them: see
-  // graph.h. Pushes from other threads, and pushes made by ops that run meanwhile, are not captured. Inside the body a
-  // push checks its arguments as usual; a push the graph cannot hold throws Error (capturing nothing for it):
-  // PushAsync, DeleteVariable, an op with wait or signal fences (a fence value cannot repeat), with a CancelScope, or
-  // on a stream executor; so do waits, StopTrace, Replay and a nested Capture. If the body throws, nothing is captured
-  // and the exception propagates. Throws Error for an engine with a stream executor, when called from inside a running
-  // op, and for a graph of more than EngineOptions::max_in_flight ops (no replay of it could be admitted).
+  // Runs `body` on the calling thread and captures the ops it pushes (Push, PushAsync) into a Graph, without running
+  // them: see graph.h. Pushes from other threads, and pushes made by ops that run meanwhile, are not captured. Inside
+  // the body a push checks its arguments as usual; a push the graph cannot hold throws Error (capturing nothing for
+  // it): DeleteVariable, an op with wait or signal fences (a fence value cannot repeat), an op with a CancelScope; so
+  // do waits, StopTrace, Replay and a nested Capture. If the body throws, nothing is captured and the exception
+  // propagates. Throws Error for an engine with a stream executor, when called from inside a running op, and for a
+  // graph of more than EngineOptions::max_in_flight ops (no replay of it could be admitted).
   template <class F>
   [[nodiscard]] Graph Capture(F&& body) {
     begin_capture();
@@ -206,7 +206,7 @@ class Engine {
   // empty graph, a graph of another engine, a graph that names a variable deleted since, and inside a Capture.
   // Cost: one spinlock per distinct variable of the graph and no allocation once as many replays of the graph have
   // been in flight at once as will be; each op then costs its run, a check of its inputs' errors, and one atomic grant
-  // per dependency among the graph's ops. Replayed ops do not appear in traces.
+  // per dependency among the graph's ops. In traces, a replayed op's slice is named "<name> (replay k)".
   void Replay(const Graph& graph);
 
   // See Waits above. Throws Error for a bad variable, or when called from inside a running op of this engine.

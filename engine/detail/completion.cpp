@@ -113,13 +113,12 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
 }
 
 void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
-  if (error != nullptr) {
-    op->error = std::move(error);
+  if (error != nullptr && !op->replay_completion) {
+    op->error = error;
     errors_.raise(op->error, op->name_view(), op->owner);
   }
   if (t_running.engine == this) {  // completed from inside an op's function: successors join that executor's list
-    signal_fences(op, op->error);
-    complete_uses(op, *t_running.ready, ran_signal());
+    complete_async_uses(op, error, *t_running.ready);
     release_hold(op);
     return;
   }
@@ -128,10 +127,19 @@ void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
   // count: their executors' stop() waits for them.
   const ForeignThread foreign(*this);
   TaskList ready;
-  signal_fences(op, op->error);
-  complete_uses(op, ready, ran_signal());
+  complete_async_uses(op, error, ready);
   submit_in_priority_order(ready);
   release_hold(op);
+}
+
+// What an async op's completion releases: its fences and uses, or, for the record of a replayed op, the GraphOp's.
+void EngineCore::complete_async_uses(OpRecord* op, const std::exception_ptr& error, TaskList& ready) noexcept {
+  if (op->replay_completion) {
+    complete_async_replayed(op, error, ready);
+    return;
+  }
+  signal_fences(op, op->error);
+  complete_uses(op, ready, ran_signal());
 }
 
 // An async op's successors are granted at its completion, but it stays in flight until its function has returned too

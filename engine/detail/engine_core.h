@@ -120,6 +120,7 @@ class EngineCore final : public ExecutorHost {
   void execute(Task& task, int worker, TaskList& ready) noexcept override;
   // Completes async op `op` on behalf of a Completion that has already claimed the op's ticket.
   void complete_async(OpRecord* op, std::exception_ptr error);
+  void complete_async_uses(OpRecord* op, const std::exception_ptr& error, TaskList& ready) noexcept;
 
   // stream_ops.cpp: the rest of ExecutorHost.
   [[nodiscard]] Tracker& tracker() noexcept override { return tracker_; }
@@ -148,8 +149,13 @@ class EngineCore final : public ExecutorHost {
 
   // replay.cpp
   void execute_replayed(GraphOp* op, int worker, TaskList& ready) noexcept;
-  void complete_replayed(GraphOp* op, const GraphPlan::Op& planned, const std::exception_ptr& error,
-                         TaskList& ready) noexcept;
+  [[nodiscard]] OpRecord* run_async_replayed(GraphOp* op, GraphPlan::Op& planned, const RunContext& ctx) noexcept;
+  void complete_async_replayed(OpRecord* record, const std::exception_ptr& error, TaskList& ready) noexcept;
+  // `retire`: whether this call retires the op (graph_plan.h, Retirement); an async op that ran is retired by its
+  // completion record instead (retire_async_replayed).
+  void complete_replayed(GraphOp* op, const GraphPlan::Op& planned, const std::exception_ptr& error, TaskList& ready,
+                         bool retire) noexcept;
+  void retire_async_replayed(OpRecord* record) noexcept;
   void grant_join(GraphJoin* join, TaskList& ready) noexcept;
   void retire_replayed(GraphInstance* instance) noexcept;
   // Where a node that a queue granted goes: to `ready` (a pushed op through make_ready() when signals are carried), or,
@@ -168,6 +174,10 @@ class EngineCore final : public ExecutorHost {
   // The op is done: out of the in-flight count, its record back to the pool, and out of its scope's count (after the
   // first two, so that a WaitForScope that returns finds the op retired).
   void retire(OpRecord* op) noexcept {
+    if (op->replay_completion) [[unlikely]] {
+      retire_async_replayed(op);
+      return;
+    }
     ScopeState* scope = op->scope;
     in_flight_.leave();
     op->recycle();

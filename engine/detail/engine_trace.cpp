@@ -68,6 +68,27 @@ void EngineTrace::cpu_op(const OpRecord& op, int worker, std::int64_t start, std
   }
 }
 
+void EngineTrace::replayed_op(const GraphPlan& plan, const GraphPlan::Op& op, std::int64_t replay, Executor* executor,
+                              int worker, std::int64_t start, std::size_t in_flight) noexcept {
+  TraceRecorder* trace = recorder();
+  if (trace == nullptr) return;
+  try {
+    TraceRecorder::Slice slice{
+        TraceRecorder::next_op(),
+        std::string(op.named ? op.name.view() : "op") + " (replay " + std::to_string(replay) + ")",
+        trace->thread_lane(executor->name(), worker), start, trace->now()};
+    const GraphPlan::Use* uses = plan.uses(op);
+    for (std::uint32_t i = 0; i < op.uses.end - op.uses.begin; ++i) {
+      std::string& out = uses[i].access == Access::kRead ? slice.reads : slice.mutates;
+      if (!out.empty()) out += ' ';
+      out += 'v' + std::to_string(uses[i].var->slot);
+      if (uses[i].tag != 0) out += '.' + std::to_string(uses[i].tag);
+    }
+    trace->slice(std::move(slice), static_cast<std::int64_t>(in_flight));
+  } catch (...) {  // as in cpu_op
+  }
+}
+
 void EngineTrace::stream_issue(OpRecord& op, Axis axis) noexcept {
   TraceRecorder* trace = recorder();
   if (trace == nullptr) return;
@@ -103,7 +124,7 @@ void EngineTrace::flows(const OpRecord& op, const ReadyList& granted) noexcept {
   if (trace == nullptr) return;
   try {
     for (const OpNode* node = granted.front(); node != nullptr; node = node->ready_next_) {
-      if (node->owner_kind != kPushedOp) continue;  // a replay's: replayed ops are not traced
+      if (node->owner_kind != kPushedOp) continue;  // a replay's join: replayed ops draw no arrows
       const std::uint64_t released = static_cast<const OpRecord*>(node)->trace_op;
       if (released != 0) trace->flow(op.trace_op, released);
     }

@@ -9,7 +9,8 @@
 //
 // Thread safety: start()/stop_begin()/stop_end() serialise on a mutex; the hooks from any thread. Every hook is
 // noexcept: out of memory while tracing, the trace misses the op and the op is unaffected.
-// Cost when off: one relaxed load per push, plus a branch on the op's trace id at each hook.
+// Cost when off: one relaxed load per push, plus a branch on the op's trace id at each hook; one acquire load per
+// replayed op.
 #pragma once
 
 #include <cstddef>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/detail/graph_plan.h"
 #include "engine/detail/op_record.h"
 #include "engine/detail/trace_recorder.h"
 #include "engine/var_queue/op_node.h"
@@ -48,6 +50,10 @@ class EngineTrace {
 
   // A CPU op `op` ran on `worker` from `start` (recorder().now()) until now.
   void cpu_op(const OpRecord& op, int worker, std::int64_t start, std::size_t in_flight) noexcept;
+  // An op of replay `replay` of `plan` ran on `worker` of `executor` from `start` until now. Its slice is named
+  // "<name> (replay <replay>)"; replayed ops draw no arrows.
+  void replayed_op(const GraphPlan& plan, const GraphPlan::Op& op, std::int64_t replay, Executor* executor, int worker,
+                   std::int64_t start, std::size_t in_flight) noexcept;
   // A stream op is issued on the stream of `axis`: remembers its lane and the issue time (or drops it from the trace).
   void stream_issue(OpRecord& op, Axis axis) noexcept;
   // A stream op has completed; also samples the device waits of `executors`.

@@ -46,6 +46,7 @@ GraphPlan::GraphPlan(std::uint32_t engine_id, std::vector<CapturedOp> captured) 
     op.executor = from.executor;
     op.priority = from.priority;
     op.no_skip = from.no_skip;
+    op.async = from.async;
     op.named = from.named;
     op.name = std::move(from.name);
     op.uses.begin = static_cast<std::uint32_t>(uses_.size());
@@ -112,7 +113,8 @@ GraphPlan::GraphPlan(std::uint32_t engine_id, std::vector<CapturedOp> captured) 
     ops_[i].covers.begin = static_cast<std::uint32_t>(covered_.size());
     covered_.insert(covered_.end(), covers[i].begin(), covers[i].end());
     ops_[i].covers.end = static_cast<std::uint32_t>(covered_.size());
-    if (successors[i].empty()) ++sinks_;
+    ops_[i].retires = successors[i].empty() || ops_[i].async;
+    if (ops_[i].retires) ++retirers_;
   }
 }
 
@@ -192,35 +194,29 @@ Graph EngineCore::end_capture() {
 // A push made inside a capture: checks that a graph can hold it, then moves it from its record into the capture.
 void EngineCore::capture(OpRecord* op) {
   const char* refusal = nullptr;
-  if (op->async) {
-    refusal = "PushAsync inside Capture: asynchronous ops cannot be captured yet; push them outside the capture";
-  } else if (op->waits_fences || op->signals_fences) {
+  if (op->waits_fences || op->signals_fences) {
     refusal =
-        "Push inside Capture: an op with wait or signal fences cannot be captured (a fence value cannot "
-        "repeat); wait for or signal the fence from an op pushed outside the capture";
+        " inside Capture: an op with wait or signal fences cannot be captured (a fence value cannot repeat); wait for "
+        "or signal the fence from an op pushed outside the capture";
   } else if (op->scope != nullptr) {
-    refusal = "Push inside Capture: an op with a CancelScope cannot be captured yet";
-  }
-  if (refusal != nullptr) {
-    op->recycle();
-    throw Error(refusal);
+    refusal = " inside Capture: an op with a CancelScope cannot be captured yet";
   }
   CapturedOp captured;
   captured.executor = op->executor();
   captured.priority = op->priority();
   captured.no_skip = op->no_skip;
+  captured.async = op->async;
   try {
     if (op->named) {
       captured.name = op->name;
       captured.named = true;
     }
     captured.uses.reserve(op->num_uses);
-    for (std::uint32_t i = 0; i < op->num_uses; ++i) {
+    for (std::uint32_t i = 0; i < op->num_uses && refusal == nullptr; ++i) {
       const VarUse& use = op->uses[i];
       // relaxed: an early check, as a push's; a replay checks again under the variables' locks.
       if (state_of(use)->generation.load(std::memory_order_relaxed) != use.tag) {
-        refusal = "Push inside Capture: a variable of the op was deleted (DeleteVariable) and may not be used again";
-        break;
+        refusal = " inside Capture: a variable of the op was deleted (DeleteVariable) and may not be used again";
       }
       captured.uses.push_back({state_of(use), use.tag, use.access});
     }
@@ -232,8 +228,9 @@ void EngineCore::capture(OpRecord* op) {
     op->recycle();
     throw;
   }
+  const bool async = op->async;
   op->recycle();
-  if (refusal != nullptr) throw Error(refusal);
+  if (refusal != nullptr) throw Error(std::string(async ? "PushAsync" : "Push") + refusal);
 }
 
 }  // namespace depengine::detail

@@ -26,10 +26,13 @@
 // free again when the replay has retired (below).
 //
 // Retirement. A replay is in flight, and its instance busy, until every op has completed; counting each op out would
-// trade the instance's line between workers at every op. Only sinks (ops without successors) and joins count: every
-// other op leads through its successors to a sink that cannot retire before it has granted them, and it touches the
-// instance no more after its last grant. The last sink or join out frees the instance and counts the replay's ops out
-// of flight at once.
+// trade the instance's line between workers at every op. Only sinks (ops without successors), async ops and joins
+// count: every other op leads through its successors to a sink that cannot retire before it has granted them, and it
+// touches the instance no more after its last grant. An async op may still be running its function (which the plan
+// owns) after its Completion granted its successors, so it counts too: it retires once both its function has
+// returned and its Completion was called. The Completion points at a pooled OpRecord (records are never freed, so a
+// stale call stays memory-safe, as for a pushed op), whose `replayed` names the GraphOp. The last one out frees the
+// instance and counts the replay's ops out of flight at once.
 //
 // Instances keep their state between replays: an op restores its own wait count when it starts (nothing grants it
 // again in that replay), and a join restores its counts when it is granted and completed, so a replay writes only
@@ -96,6 +99,7 @@ struct CapturedOp {
   Executor* executor = nullptr;
   std::int32_t priority = 0;
   bool no_skip = false;
+  bool async = false;
   bool named = false;
   OpName name;
   std::vector<Use> uses;  // sorted and folded, as the push had them
@@ -114,6 +118,8 @@ class GraphPlan {
     std::int32_t priority = 0;
     std::int32_t wait = 0;  // distinct predecessors + joins that grant it
     bool no_skip = false;
+    bool async = false;    // pushed with PushAsync: it completes when its Completion is called
+    bool retires = false;  // counts the replay down when done: a sink, or an async op (see Retirement above)
     bool named = false;
     OpName name;
     Range uses;        // into uses_
@@ -157,8 +163,8 @@ class GraphPlan {
   }
   // The ops that wait for nothing (no variable, no predecessor): ready at every replay.
   [[nodiscard]] const std::vector<std::uint32_t>& roots() const noexcept { return roots_; }
-  // The ops without successors (see Retirement above).
-  [[nodiscard]] std::size_t sinks() const noexcept { return sinks_; }
+  // The ops that count a replay down (see Retirement above): sinks and async ops.
+  [[nodiscard]] std::size_t retirers() const noexcept { return retirers_; }
   // Which replay this is, from 0. Taken under the variables' locks (a graph without variables: in no particular
   // order).
   [[nodiscard]] std::int64_t next_replay() noexcept {
@@ -180,7 +186,7 @@ class GraphPlan {
   std::vector<Join> joins_;  // sorted by variable address; a variable's head, middle and tail in that order
   std::vector<std::uint32_t> targets_;
   std::vector<std::uint32_t> roots_;
-  std::size_t sinks_ = 0;
+  std::size_t retirers_ = 0;
   std::atomic<std::int64_t> replays_{0};
 
   std::mutex pool_mutex_;

@@ -33,6 +33,7 @@
 namespace depengine::detail {
 
 class EngineCore;
+struct GraphOp;
 struct OpRecord;
 
 // The tracker waiter that parks an op whose wait frontier has not completed (EngineCore::make_ready).
@@ -84,6 +85,7 @@ struct OpRecord final : Task, OpNode {
     waits_fences = false;
     signals_fences = false;
     named = false;
+    replay_completion = false;
   }
 
   // Called by the pusher when the op's cold state will be read: its engine has a stream executor, or it has fences.
@@ -138,8 +140,9 @@ struct OpRecord final : Task, OpNode {
   bool waits_fences = false;    // wait_fences holds the op's wait fences (else it is stale)
   bool signals_fences = false;  // signal_fences holds the op's signal fences (else it is stale)
   bool named = false;           // name holds the op's name (else it is stale)
-  std::uint64_t owner = 0;      // the thread whose op this is (error_log.h): read only on the error path
-  ScopeState* scope = nullptr;  // PushOptions::scope's state, referenced from publication to retirement; null: none
+  bool replay_completion = false;  // the record only carries the Completion of `replayed` (line 6)
+  std::uint64_t owner = 0;         // the thread whose op this is (error_log.h): read only on the error path
+  ScopeState* scope = nullptr;     // PushOptions::scope's state, referenced from publication to retirement; null: none
 
   // Lines 3 to 5.
   alignas(64) VarUse inline_uses[kInlineVars];
@@ -153,6 +156,9 @@ struct OpRecord final : Task, OpNode {
   // Moves on by one at every completion of an async op; a Completion carries the value it expects, so a second call
   // (or a call on a record since reused) fails its compare-exchange instead of completing someone else's op.
   std::atomic<std::uint64_t> ticket{0};
+  // With replay_completion: the async op of a replay whose Completion this record carries (replay.cpp), so that a
+  // stale call still finds pooled memory. Written before the Completion exists.
+  GraphOp* replayed = nullptr;
 
   // Line 7: the name (PushOptions::name), copied only when there is one.
   alignas(64) OpName name;

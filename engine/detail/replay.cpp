@@ -78,7 +78,7 @@ void EngineCore::replay(const Graph& graph) {
     }
     // relaxed: the later decrements come from threads that take one of these locks, or that the ops submitted below
     // reach through their executors, after this store.
-    instance->remaining.store(static_cast<std::uint32_t>(plan->sinks() + joins.size() - granted),
+    instance->remaining.store(static_cast<std::uint32_t>(plan->retirers() + joins.size() - granted),
                               std::memory_order_relaxed);
   }
   unlock_joins(joins);
@@ -93,7 +93,7 @@ void EngineCore::replay(const Graph& graph) {
 }
 
 // Runs one op of a replay: skipped on an input error (unless no_skip) or at the engine's cancelling teardown, as a
-// pushed op is; then completed.
+// pushed op is; then completed (an async op: when its Completion is called).
 void EngineCore::execute_replayed(GraphOp* op, int worker, TaskList& ready) noexcept {
   GraphInstance* instance = op->instance;
   GraphPlan& plan = instance->plan;
@@ -117,21 +117,76 @@ void EngineCore::execute_replayed(GraphOp* op, int worker, TaskList& ready) noex
     const RunningScope running(this, &ready, instance->owner);
     RunContext ctx{planned.name_view(), worker, op->executor(), nullptr, nullptr, nullptr, input_error};
     ctx.replay = instance->replay;
-    try {
-      planned.fn(ctx, nullptr);
-    } catch (...) {
-      error = std::current_exception();
-      errors_.raise(error, planned.name_view(), instance->owner);
+    TraceRecorder* trace = trace_.recorder();
+    const std::int64_t start = trace != nullptr ? trace->now() : 0;
+    OpRecord* record = nullptr;
+    if (planned.async) {
+      record = run_async_replayed(op, planned, ctx);
+    } else {
+      try {
+        planned.fn(ctx, nullptr);
+      } catch (...) {
+        error = std::current_exception();
+        errors_.raise(error, planned.name_view(), instance->owner);
+      }
+    }
+    if (trace != nullptr) {
+      trace_.replayed_op(plan, planned, instance->replay, op->executor(), worker, start, in_flight_.upper_bound());
+    }
+    if (record != nullptr) {
+      release_hold(record);  // the function has returned; the op completed, or completes, at its Completion
+      return;
     }
   }
-  complete_replayed(op, planned, error, ready);
+  complete_replayed(op, planned, error, ready, planned.retires);
+}
+
+// Calls an async op's function with a Completion on a pooled record (see Retirement in graph_plan.h), and returns that
+// record, which the caller releases (release_hold) as the function's party.
+OpRecord* EngineCore::run_async_replayed(GraphOp* op, GraphPlan::Op& planned, const RunContext& ctx) noexcept {
+  OpRecord* record = RecordPool::acquire();
+  record->prepare(this, op->executor(), op->priority());
+  record->replay_completion = true;
+  record->replayed = op;
+  record->async = true;
+  record->owner = op->instance->owner;
+  // relaxed: as in execute(): the record is ours until the Completion is handed to the function.
+  record->holds.store(2, std::memory_order_relaxed);
+  const Completion done(record, record->ticket.load(std::memory_order_relaxed));
+  try {
+    planned.fn(ctx, &done);
+  } catch (...) {
+    const std::exception_ptr thrown = std::current_exception();
+    try {
+      done(thrown);  // the function failed before completing its op: that is the op's error
+    } catch (const Error&) {
+      errors_.raise(thrown, planned.name_view(), record->owner);  // it failed after completing: WaitForAll's
+    }
+  }
+  return record;
+}
+
+// The Completion of a replayed async op was called (complete_async): the op completes now, with `error`.
+void EngineCore::complete_async_replayed(OpRecord* record, const std::exception_ptr& error, TaskList& ready) noexcept {
+  GraphOp* op = record->replayed;
+  const GraphPlan::Op& planned = op->instance->plan.op(static_cast<std::uint32_t>(op - op->instance->ops.get()));
+  if (error != nullptr) errors_.raise(error, planned.name_view(), record->owner);
+  complete_replayed(op, planned, error, ready, false);
+}
+
+// Both parties of a replayed async op are done: its record goes back to the pool, and the op retires.
+void EngineCore::retire_async_replayed(OpRecord* record) noexcept {
+  GraphInstance* instance = record->replayed->instance;
+  record->recycle();
+  retire_replayed(instance);
 }
 
 // Completes a replayed op: poisons and counts what it mutates, completes the joins it was the last to cover, grants its
-// successors, and, if it has none, retires. An op with successors is done with the instance once its last grant has
-// landed: each successor leads to a sink that cannot retire before the successor has run (graph_plan.h, Retirement).
+// successors, and retires it if `retire`. An op that does not retire is done with the instance once its last grant
+// has landed: each successor leads to a sink that cannot retire before the successor has run (graph_plan.h,
+// Retirement).
 void EngineCore::complete_replayed(GraphOp* op, const GraphPlan::Op& planned, const std::exception_ptr& error,
-                                   TaskList& ready) noexcept {
+                                   TaskList& ready, bool retire) noexcept {
   GraphInstance* instance = op->instance;
   GraphPlan& plan = instance->plan;
   const GraphPlan::Use* uses = plan.uses(planned);
@@ -158,15 +213,12 @@ void EngineCore::complete_replayed(GraphOp* op, const GraphPlan::Op& planned, co
   while (OpNode* node = granted.pop_front()) route(node, ready);
   const std::uint32_t* successor = plan.successors(planned);
   const std::uint32_t* const end = successor + (planned.successors.end - planned.successors.begin);
-  if (successor == end) {
-    retire_replayed(instance);
-    return;
-  }
   GraphOp* const ops = instance->ops.get();
   for (; successor != end; ++successor) {
     GraphOp& next = ops[*successor];
     if (next.grant()) ready.push_back(&next);
   }
+  if (retire) retire_replayed(instance);
 }
 
 // A join granted by its queue: grants the ops it stands for (graph_plan.h, Joins).

@@ -29,8 +29,8 @@
 //   any push from inside an op; a replay from inside an op does not wait for the bound; pushes made by ops running
 //   during a capture (on a worker, or on the capturing thread itself) are not captured, and Capturing() says where a
 //   capture is on.
-// - Replayed ops keep their push options (executor, name), stay out of traces (and out of their arrows), and show in
-//   InFlightReport while they wait.
+// - Replayed ops keep their push options (executor, name), appear in traces named with their replay (and draw no
+//   arrows), and show in InFlightReport while they wait.
 //
 // Scope: synchronous ops on the CPU executors (inline, thread pools of 1 and 2 workers). Where a test needs an op of
 // a graph to hold its thread (a gate the test thread opens; no sleeps), it runs on the pools only, or replays from a
@@ -41,10 +41,13 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cctype>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <functional>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <random>
 #include <sstream>
@@ -283,22 +286,31 @@ GraphOutcome run_graph_workload(const ExecutorFactory& factory, const GraphWorkl
       std::size_t next = 0;  // pusher 0's next op index
       for (const OpSpec& op : w.prefix) push(op, oracle.id(0, next++));
       // Captured while the prefix may still run, and while pusher 1 pushes: neither is captured.
+      // Every third op of the graph is asynchronous (its Completion called by its function).
       Graph graph = engine.Capture([&] {
         for (std::size_t i = 0; i < w.graph.size(); ++i) {
-          engine.Push(
-              [&work, &w, &ran_at_capture, &bad_replay, i](const RunContext& ctx) {
-                if (ctx.replay < 0) {
-                  ran_at_capture.fetch_add(1, std::memory_order_relaxed);
-                  return;
-                }
-                const auto k = static_cast<std::size_t>(ctx.replay);
-                if (k >= w.replay_base.size()) {
-                  bad_replay.fetch_add(1, std::memory_order_relaxed);
-                  return;
-                }
-                work(w.graph[i], w.replay_base[k] + i, ctx.replay);
-              },
-              vars_of(w.graph[i].reads, vars), vars_of(w.graph[i].mutates, vars));
+          auto body = [&work, &w, &ran_at_capture, &bad_replay, i](const RunContext& ctx) {
+            if (ctx.replay < 0) {
+              ran_at_capture.fetch_add(1, std::memory_order_relaxed);
+              return;
+            }
+            const auto k = static_cast<std::size_t>(ctx.replay);
+            if (k >= w.replay_base.size()) {
+              bad_replay.fetch_add(1, std::memory_order_relaxed);
+              return;
+            }
+            work(w.graph[i], w.replay_base[k] + i, ctx.replay);
+          };
+          if (i % 3 == 1) {
+            engine.PushAsync(
+                [body](const RunContext& ctx, Completion done) {
+                  body(ctx);
+                  done();
+                },
+                vars_of(w.graph[i].reads, vars), vars_of(w.graph[i].mutates, vars));
+          } else {
+            engine.Push(body, vars_of(w.graph[i].reads, vars), vars_of(w.graph[i].mutates, vars));
+          }
         }
       });
       out.graph_size = graph.size();
@@ -908,13 +920,15 @@ TEST_CASE("inside a Capture, what a graph cannot hold throws Error naming the ca
 
       Graph graph = engine.Capture([&] {
         engine.Push([&] { ++captured_ran; }, {}, {v});
+        PushOptions async_scoped;
+        async_scoped.scope = &scope;
         CHECK_THAT(error_message([&] {
                      engine.PushAsync(
                          [&](Completion done) {
                            refused_ran.fetch_add(1);
                            done();
                          },
-                         {}, {v});
+                         {}, {v}, async_scoped);
                    }),
                    RefusedInCapture("PushAsync"));
         CHECK_THAT(error_message([&] { engine.DeleteVariable(v); }), RefusedInCapture("DeleteVariable"));
@@ -1562,13 +1576,118 @@ TEST_CASE("traces and in-flight reports with replays", "[graph][trace]") {
       for (const auto& [op, slice] : trace.slices) names.push_back(slice.name);
       std::sort(names.begin(), names.end());
       std::vector<std::string> expected{"held"};
-      for (int i = 0; i < kRounds; ++i) expected.push_back("pushed " + std::to_string(i));
+      for (int i = 0; i < kRounds; ++i) {
+        expected.push_back("pushed " + std::to_string(i));
+        expected.push_back("graph op a (replay " + std::to_string(i) + ")");
+        expected.push_back("graph op b (replay " + std::to_string(i) + ")");
+      }
       std::sort(expected.begin(), expected.end());
       CHECK(names == expected);
-      for (const TraceFile::Flow& flow : trace.flows) {
-        CHECK(trace.slices.count(flow.from) == 1);
-        CHECK(trace.slices.count(flow.to) == 1);
+      for (const auto& [op, slice] : trace.slices) {
+        if (slice.name.rfind("graph op a", 0) == 0) {
+          CHECK(slice.reads == "v0");
+          CHECK(slice.mutates == "v1");
+        }
       }
+      // Arrows join pushed ops only: replayed ops draw none.
+      for (const TraceFile::Flow& flow : trace.flows) {
+        REQUIRE(trace.slices.count(flow.from) == 1);
+        REQUIRE(trace.slices.count(flow.to) == 1);
+        CHECK(trace.slices.at(flow.from).name.find("(replay") == std::string::npos);
+        CHECK(trace.slices.at(flow.to).name.find("(replay") == std::string::npos);
+      }
+    }
+  }
+}
+
+// Async ops in a graph: each replay's async op hands its Completion to a completer thread, which does the op's work
+// and completes it after the function has returned; the graph's values must equal serial execution. An async op that
+// completes inside its function, one whose function throws before completing (its error poisons what it mutates), and
+// a second call of a replayed op's Completion behave as for pushed ops.
+TEST_CASE("async ops of a graph complete through their Completion, from any thread", "[graph][async]") {
+  constexpr int kReplays = 50;
+  for (const auto& factory : cpu_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("async ops in a graph on " + factory.name);
+      Engine engine(factory.options());
+      const Var a = engine.NewVariable(), b = engine.NewVariable(), c = engine.NewVariable();
+      std::uint64_t va = 1, vb = 2, vc = 3;
+      std::mutex mutex;
+      std::condition_variable wake;
+      std::vector<std::function<void()>> pending;  // guarded by mutex
+      bool stop = false;                           // guarded by mutex
+      std::thread completer([&] {
+        std::unique_lock lock(mutex);
+        for (;;) {
+          wake.wait(lock, [&] { return stop || !pending.empty(); });
+          if (pending.empty()) return;
+          std::function<void()> work = std::move(pending.front());
+          pending.erase(pending.begin());
+          lock.unlock();
+          work();
+          lock.lock();
+        }
+      });
+      Graph graph = engine.Capture([&] {
+        engine.Push([&](const RunContext& ctx) { va = va * 3 + static_cast<std::uint64_t>(ctx.replay); }, {}, {a});
+        engine.PushAsync(
+            [&](Completion done) {
+              std::lock_guard lock(mutex);
+              pending.push_back([&, done] {
+                vb = vb * 7 + va;
+                done();
+              });
+              wake.notify_one();
+            },
+            {a}, {b});
+        engine.PushAsync(
+            [&](Completion done) {
+              vc = vc * 5 + vb;
+              done();  // inside the function
+            },
+            {b}, {c});
+        engine.Push([&] { va += vc; }, {c}, {a});
+      });
+      REQUIRE(graph.size() == 4);
+      for (int k = 0; k < kReplays; ++k) engine.Replay(graph);
+      engine.WaitForAll();
+      std::uint64_t sa = 1, sb = 2, sc = 3;
+      for (int k = 0; k < kReplays; ++k) {
+        sa = sa * 3 + static_cast<std::uint64_t>(k);
+        sb = sb * 7 + sa;
+        sc = sc * 5 + sb;
+        sa += sc;
+      }
+      CHECK(va == sa);
+      CHECK(vb == sb);
+      CHECK(vc == sc);
+      CHECK(engine.Version(b) == kReplays);
+
+      // A function that throws before completing: its op fails, the error poisons what it mutates.
+      std::optional<Completion> kept;
+      Graph failing = engine.Capture([&] {
+        engine.PushAsync(
+            [&](const RunContext& ctx, Completion done) {
+              if (ctx.replay == 1) throw std::runtime_error("async op failed");
+              kept = done;
+              done();
+            },
+            {}, {b}, {.name = "async"});
+      });
+      engine.Replay(failing);
+      engine.WaitForVar(b);
+      REQUIRE(kept.has_value());
+      CHECK_THROWS_AS((*kept)(), Error);  // called twice
+      engine.Replay(failing);
+      CHECK_THROWS_WITH(engine.WaitForVar(b), "async op failed");
+      engine.Replay(failing);
+      CHECK_NOTHROW(engine.WaitForVar(b));
+      {
+        std::lock_guard lock(mutex);
+        stop = true;
+      }
+      wake.notify_one();
+      completer.join();
     }
   }
 }
