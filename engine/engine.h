@@ -206,7 +206,8 @@ class Engine {
   // empty graph, a graph of another engine, a graph that names a variable deleted since, and inside a Capture.
   // Cost: one spinlock per distinct variable of the graph and no allocation once as many replays of the graph have
   // been in flight at once as will be; each op then costs its run, a check of its inputs' errors, and one atomic grant
-  // per dependency among the graph's ops. In traces, a replayed op's slice is named "<name> (replay k)".
+  // per dependency among the graph's ops. In traces, a replayed op's slice is named "<name> (replay k)", with arrows
+  // among the ops of one replay.
   void Replay(const Graph& graph);
 
   // See Waits above. Throws Error for a bad variable, or when called from inside a running op of this engine.

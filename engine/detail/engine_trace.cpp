@@ -68,14 +68,13 @@ void EngineTrace::cpu_op(const OpRecord& op, int worker, std::int64_t start, std
   }
 }
 
-void EngineTrace::replayed_op(const GraphPlan& plan, const GraphPlan::Op& op, std::int64_t replay, Executor* executor,
-                              int worker, std::int64_t start, std::size_t in_flight) noexcept {
+void EngineTrace::replayed_op(const GraphPlan& plan, const GraphPlan::Op& op, std::uint64_t id, std::int64_t replay,
+                              Executor* executor, int worker, std::int64_t start, std::size_t in_flight) noexcept {
   TraceRecorder* trace = recorder();
   if (trace == nullptr) return;
   try {
     TraceRecorder::Slice slice{
-        TraceRecorder::next_op(),
-        std::string(op.named ? op.name.view() : "op") + " (replay " + std::to_string(replay) + ")",
+        id, std::string(op.named ? op.name.view() : "op") + " (replay " + std::to_string(replay) + ")",
         trace->thread_lane(executor->name(), worker), start, trace->now()};
     const GraphPlan::Use* uses = plan.uses(op);
     for (std::uint32_t i = 0; i < op.uses.end - op.uses.begin; ++i) {
@@ -85,6 +84,15 @@ void EngineTrace::replayed_op(const GraphPlan& plan, const GraphPlan::Op& op, st
       if (uses[i].tag != 0) out += '.' + std::to_string(uses[i].tag);
     }
     trace->slice(std::move(slice), static_cast<std::int64_t>(in_flight));
+  } catch (...) {  // as in cpu_op
+  }
+}
+
+void EngineTrace::flow(std::uint64_t from, std::uint64_t to) noexcept {
+  TraceRecorder* trace = recorder();
+  if (trace == nullptr) return;
+  try {
+    trace->flow(from, to);
   } catch (...) {  // as in cpu_op
   }
 }
@@ -124,7 +132,7 @@ void EngineTrace::flows(const OpRecord& op, const ReadyList& granted) noexcept {
   if (trace == nullptr) return;
   try {
     for (const OpNode* node = granted.front(); node != nullptr; node = node->ready_next_) {
-      if (node->owner_kind != kPushedOp) continue;  // a replay's join: replayed ops draw no arrows
+      if (node->owner_kind != kPushedOp) continue;  // a replay's join: its ops draw arrows among themselves only
       const std::uint64_t released = static_cast<const OpRecord*>(node)->trace_op;
       if (released != 0) trace->flow(op.trace_op, released);
     }

@@ -50,10 +50,12 @@ class EngineTrace {
 
   // A CPU op `op` ran on `worker` from `start` (recorder().now()) until now.
   void cpu_op(const OpRecord& op, int worker, std::int64_t start, std::size_t in_flight) noexcept;
-  // An op of replay `replay` of `plan` ran on `worker` of `executor` from `start` until now. Its slice is named
-  // "<name> (replay <replay>)"; replayed ops draw no arrows.
-  void replayed_op(const GraphPlan& plan, const GraphPlan::Op& op, std::int64_t replay, Executor* executor, int worker,
-                   std::int64_t start, std::size_t in_flight) noexcept;
+  // An op of replay `replay` of `plan`, with trace id `id`, ran on `worker` of `executor` from `start` until now. Its
+  // slice is named "<name> (replay <replay>)".
+  void replayed_op(const GraphPlan& plan, const GraphPlan::Op& op, std::uint64_t id, std::int64_t replay,
+                   Executor* executor, int worker, std::int64_t start, std::size_t in_flight) noexcept;
+  // Op `from` gave op `to` its last grant (two ops of one replay).
+  void flow(std::uint64_t from, std::uint64_t to) noexcept;
   // A stream op is issued on the stream of `axis`: remembers its lane and the issue time (or drops it from the trace).
   void stream_issue(OpRecord& op, Axis axis) noexcept;
   // A stream op has completed; also samples the device waits of `executors`.

@@ -206,6 +206,7 @@ class GraphInstance {
   std::shared_ptr<GraphPlan> keep;  // the plan stays alive while the replay is in flight
   std::int64_t replay = 0;          // RunContext::replay
   std::uint64_t owner = 0;          // the replaying thread (error_log.h), whose ops these are
+  std::uint64_t trace_ops = 0;      // traced: op i's trace id is trace_ops + i (TraceRecorder::next_ops); 0: not
   // Ops, and joins not granted at append, that are not done yet; whoever takes it to zero frees the instance.
   alignas(64) std::atomic<std::uint32_t> remaining{0};
 };

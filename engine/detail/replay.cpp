@@ -50,6 +50,7 @@ void EngineCore::replay(const Graph& graph) {
   }
   instance->keep = graph.plan_;
   instance->owner = current_owner();
+  instance->trace_ops = trace_.on() ? TraceRecorder::next_ops(count) : 0;
 
   // Publish, as a push does: every queue locked at once, the handles checked under the locks, then the appends. An op
   // granted by a join at append is counted down here: no other thread can grant it until the locks are released (its
@@ -117,7 +118,7 @@ void EngineCore::execute_replayed(GraphOp* op, int worker, TaskList& ready) noex
     const RunningScope running(this, &ready, instance->owner);
     RunContext ctx{planned.name_view(), worker, op->executor(), nullptr, nullptr, nullptr, input_error};
     ctx.replay = instance->replay;
-    TraceRecorder* trace = trace_.recorder();
+    TraceRecorder* trace = instance->trace_ops != 0 ? trace_.recorder() : nullptr;
     const std::int64_t start = trace != nullptr ? trace->now() : 0;
     OpRecord* record = nullptr;
     if (planned.async) {
@@ -131,7 +132,8 @@ void EngineCore::execute_replayed(GraphOp* op, int worker, TaskList& ready) noex
       }
     }
     if (trace != nullptr) {
-      trace_.replayed_op(plan, planned, instance->replay, op->executor(), worker, start, in_flight_.upper_bound());
+      trace_.replayed_op(plan, planned, instance->trace_ops + index, instance->replay, op->executor(), worker, start,
+                         in_flight_.upper_bound());
     }
     if (record != nullptr) {
       release_hold(record);  // the function has returned; the op completed, or completes, at its Completion
@@ -214,9 +216,13 @@ void EngineCore::complete_replayed(GraphOp* op, const GraphPlan::Op& planned, co
   const std::uint32_t* successor = plan.successors(planned);
   const std::uint32_t* const end = successor + (planned.successors.end - planned.successors.begin);
   GraphOp* const ops = instance->ops.get();
+  const std::uint64_t traced = instance->trace_ops;
+  const std::uint64_t id = traced + static_cast<std::uint64_t>(op - ops);
   for (; successor != end; ++successor) {
     GraphOp& next = ops[*successor];
-    if (next.grant()) ready.push_back(&next);
+    if (!next.grant()) continue;
+    if (traced != 0) trace_.flow(id, traced + *successor);  // next is ours: the instance cannot end meanwhile
+    ready.push_back(&next);
   }
   if (retire) retire_replayed(instance);
 }

@@ -51,8 +51,10 @@ TraceRecorder::TraceRecorder(std::string path)
     : path_(std::move(path)),
       generation_(g_next_generation.fetch_add(1, std::memory_order_relaxed)) {}  // relaxed: only uniqueness matters
 
-std::uint64_t TraceRecorder::next_op() noexcept {
-  return g_next_op.fetch_add(1, std::memory_order_relaxed);  // relaxed: only uniqueness matters
+std::uint64_t TraceRecorder::next_op() noexcept { return next_ops(1); }
+
+std::uint64_t TraceRecorder::next_ops(std::size_t count) noexcept {
+  return g_next_op.fetch_add(count, std::memory_order_relaxed);  // relaxed: only uniqueness matters
 }
 
 std::int64_t TraceRecorder::now() const noexcept {

@@ -42,6 +42,8 @@ class TraceRecorder {
   [[nodiscard]] const std::string& path() const noexcept { return path_; }
   // A new op id, never 0 (0 means "not traced").
   [[nodiscard]] static std::uint64_t next_op() noexcept;
+  // The first of `count` consecutive new op ids (a replay's ops: graph_plan.h).
+  [[nodiscard]] static std::uint64_t next_ops(std::size_t count) noexcept;
   // Nanoseconds since the recorder was made.
   [[nodiscard]] std::int64_t now() const noexcept;
 

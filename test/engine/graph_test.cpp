@@ -29,8 +29,8 @@
 //   any push from inside an op; a replay from inside an op does not wait for the bound; pushes made by ops running
 //   during a capture (on a worker, or on the capturing thread itself) are not captured, and Capturing() says where a
 //   capture is on.
-// - Replayed ops keep their push options (executor, name), appear in traces named with their replay (and draw no
-//   arrows), and show in InFlightReport while they wait.
+// - Replayed ops keep their push options (executor, name), appear in traces named with their replay (with arrows
+//   among the ops of one replay), and show in InFlightReport while they wait.
 //
 // Scope: synchronous ops on the CPU executors (inline, thread pools of 1 and 2 workers). Where a test needs an op of
 // a graph to hold its thread (a gate the test thread opens; no sleeps), it runs on the pools only, or replays from a
@@ -1589,13 +1589,22 @@ TEST_CASE("traces and in-flight reports with replays", "[graph][trace]") {
           CHECK(slice.mutates == "v1");
         }
       }
-      // Arrows join pushed ops only: replayed ops draw none.
+      // Arrows join pushed ops, or two ops of one replay: a -> b in each (b's last grant is a's).
+      int replay_arrows = 0;
       for (const TraceFile::Flow& flow : trace.flows) {
         REQUIRE(trace.slices.count(flow.from) == 1);
         REQUIRE(trace.slices.count(flow.to) == 1);
-        CHECK(trace.slices.at(flow.from).name.find("(replay") == std::string::npos);
-        CHECK(trace.slices.at(flow.to).name.find("(replay") == std::string::npos);
+        const std::string& from = trace.slices.at(flow.from).name;
+        const std::string& to = trace.slices.at(flow.to).name;
+        const std::size_t from_replay = from.find("(replay"), to_replay = to.find("(replay");
+        CHECK((from_replay == std::string::npos) == (to_replay == std::string::npos));
+        if (from_replay == std::string::npos || to_replay == std::string::npos) continue;
+        CHECK(from.rfind("graph op a", 0) == 0);
+        CHECK(to.rfind("graph op b", 0) == 0);
+        CHECK(from.substr(from_replay) == to.substr(to_replay));  // the same replay
+        ++replay_arrows;
       }
+      CHECK(replay_arrows == kRounds);
     }
   }
 }
