@@ -56,6 +56,7 @@ function(depengine_test)
   if(NOT TARGET depengine_test_main)
     find_package(Catch2 REQUIRED)
     add_library(depengine_test_main STATIC ${DEPENGINE_SOURCE_DIR}/test/main.cpp)
+    target_include_directories(depengine_test_main PRIVATE ${DEPENGINE_SOURCE_DIR})
     target_link_libraries(depengine_test_main PUBLIC Catch2::Catch2)
   endif()
   add_executable(${ARG_NAME} ${ARG_SOURCES})
@@ -63,6 +64,40 @@ function(depengine_test)
   target_include_directories(${ARG_NAME} PRIVATE ${DEPENGINE_SOURCE_DIR})
   target_compile_definitions(${ARG_NAME} PRIVATE DEPENGINE_SANITIZER="${DEPENGINE_SANITIZER}")
   add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
+endfunction()
+
+# depengine_mpi_test(NAME <name> SOURCES ... LIBS ...): a Catch2 executable with the MPI main (test/mpi_main.cpp),
+# registered with CTest twice, run by mpirun on 2 ranks (<name>_np2) and on 4 oversubscribed ranks (<name>_np4), on
+# this machine over loopback. Open MPI refuses to run as root unless told to: the tests tell it (CI runs as root).
+# Not under ThreadSanitizer: Open MPI is not instrumented, and TSAN takes its own locking (a recursive mutex of its
+# shared-memory transport) for errors. Under AddressSanitizer and UBSan they run without LeakSanitizer: Open MPI keeps
+# what MPI_Init allocates past MPI_Finalize, in plugins it has unloaded by then, so no stack could tell its leaks from
+# ours.
+function(depengine_mpi_test)
+  if(DEPENGINE_SANITIZER STREQUAL "thread")
+    return()
+  endif()
+  cmake_parse_arguments(ARG "" "NAME" "SOURCES;LIBS" ${ARGN})
+  if(NOT TARGET depengine_test_mpi_main)
+    find_package(Catch2 REQUIRED)
+    add_library(depengine_test_mpi_main STATIC ${DEPENGINE_SOURCE_DIR}/test/mpi_main.cpp)
+    target_include_directories(depengine_test_mpi_main PRIVATE ${DEPENGINE_SOURCE_DIR})
+    target_link_libraries(depengine_test_mpi_main PUBLIC Catch2::Catch2 MPI::MPI_CXX)
+  endif()
+  add_executable(${ARG_NAME} ${ARG_SOURCES})
+  target_link_libraries(${ARG_NAME} PRIVATE depengine_test_mpi_main ${ARG_LIBS} depengine_warnings)
+  target_include_directories(${ARG_NAME} PRIVATE ${DEPENGINE_SOURCE_DIR})
+  target_compile_definitions(${ARG_NAME} PRIVATE DEPENGINE_SANITIZER="${DEPENGINE_SANITIZER}")
+  foreach(ranks 2 4)
+    add_test(NAME ${ARG_NAME}_np${ranks}
+             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} --oversubscribe ${MPIEXEC_PREFLAGS}
+                     $<TARGET_FILE:${ARG_NAME}> ${MPIEXEC_POSTFLAGS})
+    set(environment "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+    if(DEPENGINE_SANITIZER STREQUAL "address")
+      list(APPEND environment "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
+    endif()
+    set_tests_properties(${ARG_NAME}_np${ranks} PROPERTIES ENVIRONMENT "${environment}" TIMEOUT 180)
+  endforeach()
 endfunction()
 
 # depengine_bench(NAME <name> SOURCES ... LIBS ...): one benchmark executable using bench/common/report.h.

@@ -29,12 +29,15 @@ LAYERS = {
     "executors/host_stream": ["executors/stream", "executors", "engine/vocabulary", "engine/frontier", "support"],
     "executors/cuda_stream": ["executors/stream", "executors", "engine/vocabulary", "engine/frontier", "support"],
     "executors/hip_stream": ["executors/stream", "executors", "engine/vocabulary", "engine/frontier", "support"],
+    "executors/mpi": ["executors", "engine/vocabulary", "engine/frontier", "support"],
     "memory": ["executors/stream", "engine/vocabulary", "engine/frontier", "support"],
     "engine": ["engine/var_queue", "executors", "engine/vocabulary", "engine/frontier", "support"],
     "memory/buffers": ["engine", "memory", "executors/stream", "executors", "engine/var_queue", "engine/vocabulary",
                        "engine/frontier", "support"],
+    "distributed": ["memory/buffers", "engine", "memory", "executors/mpi", "executors/stream", "executors",
+                    "engine/var_queue", "engine/vocabulary", "engine/frontier", "support"],
 }
-LIBRARY_ROOTS = ("support", "engine", "executors", "memory")
+LIBRARY_ROOTS = ("support", "engine", "executors", "memory", "distributed")
 SOURCE_SUFFIXES = {".h", ".cpp", ".cu", ".hip"}
 INCLUDE = re.compile(r'^\s*#\s*include\s+"([^"]+)"')
 LIBRARY = re.compile(r"depengine_library\(([^)]*)\)", re.S)

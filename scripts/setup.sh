@@ -13,6 +13,7 @@ packages=(
   libbenchmark-dev                    # benchmarks
   valgrind                            # instruction counts in bench/
   libomp-dev libstarpu-dev pkgconf    # bench/peers: LLVM's OpenMP runtime (built with clang), StarPU 1.3 (pkg-config)
+  openmpi-bin libopenmpi-dev          # executors/mpi and distributed/ (Open MPI 4.1); their tests run under mpirun
   hipcc libamdhip64-dev               # the HIP stream backend (HIP 5.2 runtime; hipcc turns DEPENGINE_WITH_HIP on)
   python3 python3-matplotlib          # scripts/trace_to_png.py: renders traces
 )

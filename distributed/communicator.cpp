@@ -1,0 +1,219 @@
+#include "distributed/communicator.h"
+
+#include <array>
+#include <climits>
+#include <exception>
+#include <optional>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "distributed/remote_error.h"
+
+namespace depengine::detail {
+
+// One op's state, from its push until its requests complete (owned by the op's function, then by the continuation).
+struct CommunicatorCall {
+  enum class Kind { kAllReduce, kBroadcast, kSend, kRecv };
+
+  Kind kind;
+  HostRegion region;
+  MPI_Datatype type = MPI_BYTE;
+  int count = 0;  // elements of `type`
+  int peer = 0;   // the root, destination or source
+  int tag = 0;
+  std::uint64_t ticket = 0;  // collectives: the place in the start order
+  RankError flag{};          // this rank's input error, then the one every rank learned (or the sender's)
+  bool input_error = false;  // this rank's variable carries an error already (it keeps it: a variable keeps its first)
+  std::array<MPI_Request, 2> requests{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
+  std::optional<Completion> done;
+  std::vector<std::byte> scratch;  // stands in for a Buffer whose allocation failed (its variable carries the error)
+
+  [[nodiscard]] bool collective() const noexcept { return kind == Kind::kAllReduce || kind == Kind::kBroadcast; }
+};
+
+}  // namespace depengine::detail
+
+namespace depengine {
+
+using detail::CommunicatorCall;
+
+namespace {
+
+// Fills `flag` from the error the op runs despite: a RemoteError keeps naming its rank.
+void describe(const std::exception_ptr* input_error, int rank, RankError& flag) {
+  if (input_error == nullptr || *input_error == nullptr) return;
+  try {
+    std::rethrow_exception(*input_error);
+  } catch (const RemoteError& e) {
+    flag.set(e.rank(), e.message());
+  } catch (const std::exception& e) {
+    flag.set(rank, e.what());
+  } catch (...) {
+    flag.set(rank, "an exception that is not a std::exception");
+  }
+}
+
+const char* call_name(int kind) {
+  static constexpr std::array<const char*, 4> kNames{"MPI_Iallreduce", "MPI_Ibcast", "MPI_Isend", "MPI_Irecv"};
+  return kNames[static_cast<std::size_t>(kind)];
+}
+
+// Completes the op once its requests have: with MPI's error, the flag every rank learned, or success.
+void finish(std::unique_ptr<CommunicatorCall> call, int code) {
+  Completion done = *call->done;
+  if (code != MPI_SUCCESS) {
+    done(std::make_exception_ptr(std::runtime_error(std::string(call_name(static_cast<int>(call->kind))) +
+                                                    " failed: " + MpiExecutor::error_string(code))));
+  } else if (call->flag.failed() && !call->input_error && call->kind != CommunicatorCall::Kind::kSend) {
+    done(std::make_exception_ptr(RemoteError(call->flag.rank, std::string(call->flag.message()))));
+  } else {
+    // A rank whose variable carries an error already keeps that one (a second error of the op would only be reported
+    // again at shutdown); a sender mutates nothing, its receiver learns the error from the flag.
+    done();
+  }
+}
+
+// Starts the op's MPI calls (collectives in ticket order) on the progress thread.
+void start(MpiExecutor& mpi, std::unique_ptr<CommunicatorCall> call) {
+  using Kind = CommunicatorCall::Kind;
+  CommunicatorCall& c = *call;
+  void* data = c.region.data();
+  if (data == nullptr && c.region.bytes() > 0) {  // a failed allocation: take part with scratch memory
+    c.scratch.resize(c.region.bytes());
+    data = c.scratch.data();
+  }
+  constexpr int kFlagBytes = static_cast<int>(sizeof(RankError));
+  int code = MPI_SUCCESS;
+  switch (c.kind) {
+    case Kind::kAllReduce:
+      code = mpi.allreduce_errors(c.flag, &c.requests[0]);
+      if (code == MPI_SUCCESS) {
+        code = MPI_Iallreduce(MPI_IN_PLACE, data, c.count, c.type, MPI_SUM, mpi.comm(), &c.requests[1]);
+      }
+      break;
+    case Kind::kBroadcast:
+      code = mpi.allreduce_errors(c.flag, &c.requests[0]);
+      if (code == MPI_SUCCESS) code = MPI_Ibcast(data, c.count, c.type, c.peer, mpi.comm(), &c.requests[1]);
+      break;
+    case Kind::kSend:  // the flag ahead of the data: one thread posts both, so they stay in order
+      code = MPI_Isend(&c.flag, kFlagBytes, MPI_BYTE, c.peer, c.tag, mpi.comm(), &c.requests[0]);
+      if (code == MPI_SUCCESS) code = MPI_Isend(data, c.count, c.type, c.peer, c.tag, mpi.comm(), &c.requests[1]);
+      break;
+    case Kind::kRecv:
+      code = MPI_Irecv(&c.flag, kFlagBytes, MPI_BYTE, c.peer, c.tag, mpi.comm(), &c.requests[0]);
+      if (code == MPI_SUCCESS) code = MPI_Irecv(data, c.count, c.type, c.peer, c.tag, mpi.comm(), &c.requests[1]);
+      break;
+  }
+  if (code != MPI_SUCCESS) {
+    finish(std::move(call), code);
+    return;
+  }
+  const std::array<MPI_Request, 2> requests = c.requests;
+  mpi.when_complete(requests,
+                    [raw = call.release()](int result) { finish(std::unique_ptr<CommunicatorCall>(raw), result); });
+}
+
+}  // namespace
+
+Communicator::Communicator(Engine& engine, std::uint32_t executor) : engine_(&engine), index_(executor) {
+  mpi_ = dynamic_cast<MpiExecutor*>(&engine.executor(executor));
+  if (mpi_ == nullptr) {
+    throw Error("Communicator: executor " + std::to_string(executor) + " of the engine is '" +
+                std::string(engine.executor(executor).name()) + "', not an MpiExecutor");
+  }
+}
+
+void Communicator::check_rank(int rank, const char* what) const {
+  if (rank < 0 || rank >= size()) {
+    throw Error(std::string("Communicator: ") + what + " " + std::to_string(rank) +
+                " is not a rank of a communicator of " + std::to_string(size()));
+  }
+}
+
+namespace {
+
+int count_of(std::size_t bytes, std::size_t element_bytes, const char* call) {
+  if (bytes % element_bytes != 0) {
+    throw Error(std::string("Communicator::") + call + ": " + std::to_string(bytes) +
+                " bytes are not a whole number of " + std::to_string(element_bytes) + "-byte elements");
+  }
+  if (bytes / element_bytes > static_cast<std::size_t>(INT_MAX)) {
+    throw Error(std::string("Communicator::") + call + ": " + std::to_string(bytes / element_bytes) +
+                " elements exceed MPI's count limit (INT_MAX)");
+  }
+  return static_cast<int>(bytes / element_bytes);
+}
+
+}  // namespace
+
+void Communicator::all_reduce(const HostRegion& region, std::size_t element_bytes, MPI_Datatype type, OpName name) {
+  auto call = std::make_unique<CommunicatorCall>(
+      CommunicatorCall{.kind = CommunicatorCall::Kind::kAllReduce, .region = region, .type = type});
+  call->count = count_of(region.bytes(), element_bytes, "AllReduceSum");
+  push(std::move(call), /*reads=*/false, std::move(name));
+}
+
+void Communicator::Broadcast(const HostRegion& region, int root, OpName name) {
+  check_rank(root, "Broadcast: root");
+  auto call = std::make_unique<CommunicatorCall>(
+      CommunicatorCall{.kind = CommunicatorCall::Kind::kBroadcast, .region = region, .peer = root});
+  call->count = count_of(region.bytes(), 1, "Broadcast");
+  push(std::move(call), /*reads=*/root == rank(), std::move(name));
+}
+
+void Communicator::Send(const HostRegion& region, int dest, int tag, OpName name) {
+  check_rank(dest, "Send: destination");
+  if (tag < 0) throw Error("Communicator::Send: tag " + std::to_string(tag) + " is negative");
+  auto call = std::make_unique<CommunicatorCall>(
+      CommunicatorCall{.kind = CommunicatorCall::Kind::kSend, .region = region, .peer = dest, .tag = tag});
+  call->count = count_of(region.bytes(), 1, "Send");
+  push(std::move(call), /*reads=*/true, std::move(name));
+}
+
+void Communicator::Recv(const HostRegion& region, int source, int tag, OpName name) {
+  check_rank(source, "Recv: source");
+  if (tag < 0) throw Error("Communicator::Recv: tag " + std::to_string(tag) + " is negative");
+  auto call = std::make_unique<CommunicatorCall>(
+      CommunicatorCall{.kind = CommunicatorCall::Kind::kRecv, .region = region, .peer = source, .tag = tag});
+  call->count = count_of(region.bytes(), 1, "Recv");
+  push(std::move(call), /*reads=*/false, std::move(name));
+}
+
+// Pushes the op: no_skip, so that a rank with an input error still takes part and sends its flag.
+void Communicator::push(std::unique_ptr<CommunicatorCall> call, bool reads, OpName name) {
+  if (engine_->Capturing()) {
+    throw Error(
+        "Communicator: communication cannot be captured (a replayed collective could not keep its place in "
+        "the order every rank starts collectives in)");
+  }
+  const Var var = call->region.var();
+  const bool collective = call->collective();
+  if (collective) call->ticket = mpi_->take_ticket();
+  const std::uint64_t ticket = call->ticket;
+  PushOptions options{.context = {.executor = index_}, .name = std::move(name), .no_skip = true};
+  auto fn = [call = std::move(call)](const RunContext& ctx, Completion done) mutable {
+    MpiExecutor& mpi = MpiExecutor::of(ctx.executor);
+    describe(ctx.input_error, mpi.rank(), call->flag);
+    call->input_error = call->flag.failed();
+    call->done.emplace(done);
+    if (!call->collective()) {
+      start(mpi, std::move(call));
+      return;
+    }
+    const std::uint64_t place = call->ticket;
+    mpi.start_in_order(place, [&mpi, raw = call.release()] { start(mpi, std::unique_ptr<CommunicatorCall>(raw)); });
+  };
+  try {
+    if (reads) {
+      engine_->PushAsync(std::move(fn), {var}, {}, options);
+    } else {
+      engine_->PushAsync(std::move(fn), {}, {var}, options);
+    }
+  } catch (...) {
+    if (collective) mpi_->forfeit(ticket);
+    throw;
+  }
+}
+
+}  // namespace depengine

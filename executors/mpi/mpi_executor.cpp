@@ -1,0 +1,211 @@
+#include "executors/mpi/mpi_executor.h"
+
+#include <atomic>
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <stdexcept>
+#include <utility>
+
+namespace depengine {
+
+namespace {
+
+// MpiExecutors alive in the process: a second one needs MPI_THREAD_MULTIPLE (two progress threads call MPI at once).
+std::atomic<int> g_live_executors{0};
+
+void check(int code, const char* call) {
+  if (code != MPI_SUCCESS)
+    throw std::runtime_error(std::string("MpiExecutor: ") + call + " failed: " + MpiExecutor::error_string(code));
+}
+
+// The error-reduction op: keeps, element by element, the flag of the lowest failing rank (kNone is the largest).
+void keep_lowest_rank(void* in, void* inout, int* count, MPI_Datatype* /*type*/) {
+  const auto* from = static_cast<const RankError*>(in);
+  auto* into = static_cast<RankError*>(inout);
+  for (int i = 0; i < *count; ++i) {
+    if (from[i].rank < into[i].rank) into[i] = from[i];
+  }
+}
+
+}  // namespace
+
+struct MpiExecutor::Io {
+  boost::asio::io_context context{1};
+  boost::asio::executor_work_guard<boost::asio::io_context::executor_type> guard{context.get_executor()};
+  std::thread thread;
+};
+
+MpiExecutor::MpiExecutor(MPI_Comm comm) {
+  int initialized = 0;
+  int finalized = 0;
+  MPI_Initialized(&initialized);
+  MPI_Finalized(&finalized);
+  if (initialized == 0 || finalized != 0) {
+    throw std::logic_error(
+        "MpiExecutor: MPI is not initialised (call MPI_Init_thread with MPI_THREAD_SERIALIZED or "
+        "higher first)");
+  }
+  if (comm == MPI_COMM_NULL) throw std::invalid_argument("MpiExecutor: the communicator is MPI_COMM_NULL");
+  int level = MPI_THREAD_SINGLE;
+  MPI_Query_thread(&level);
+  if (level < MPI_THREAD_SERIALIZED) {
+    throw std::logic_error(
+        "MpiExecutor: MPI was initialised below MPI_THREAD_SERIALIZED (the executor calls MPI from "
+        "its progress thread): initialise it with MPI_Init_thread(..., MPI_THREAD_SERIALIZED, ...)");
+  }
+  // acq_rel: pairs with the release decrement in other executors' destructors (the count only gates this check).
+  if (g_live_executors.fetch_add(1, std::memory_order_acq_rel) > 0 && level < MPI_THREAD_MULTIPLE) {
+    g_live_executors.fetch_sub(1, std::memory_order_release);  // pairs with the acq_rel increments above
+    throw std::logic_error(
+        "MpiExecutor: another MpiExecutor lives in this process, and two progress threads calling "
+        "MPI at once need MPI_THREAD_MULTIPLE");
+  }
+  try {
+    check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
+    check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
+    check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
+    check(MPI_Type_contiguous(static_cast<int>(sizeof(RankError)), MPI_BYTE, &error_type_), "MPI_Type_contiguous");
+    check(MPI_Type_commit(&error_type_), "MPI_Type_commit");
+    check(MPI_Op_create(&keep_lowest_rank, /*commute=*/1, &error_op_), "MPI_Op_create");
+  } catch (...) {
+    if (error_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&error_type_);
+    if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
+    g_live_executors.fetch_sub(1, std::memory_order_release);  // pairs with the acq_rel increment above
+    throw;
+  }
+}
+
+MpiExecutor::~MpiExecutor() {
+  stop();
+  int finalized = 0;
+  MPI_Finalized(&finalized);
+  if (finalized == 0) {  // after MPI_Finalize, MPI has released them itself
+    MPI_Op_free(&error_op_);
+    MPI_Type_free(&error_type_);
+    MPI_Comm_free(&comm_);
+  }
+  g_live_executors.fetch_sub(1, std::memory_order_release);  // pairs with the acq_rel increment of a constructor
+}
+
+MpiExecutor& MpiExecutor::of(Executor* executor) {
+  auto* mpi = dynamic_cast<MpiExecutor*>(executor);
+  if (mpi == nullptr) {
+    throw std::invalid_argument(std::string("an MPI op runs on the executor '") +
+                                std::string(executor != nullptr ? executor->name() : "none") +
+                                "', not on an MpiExecutor: push it with the context of an MpiExecutor");
+  }
+  return *mpi;
+}
+
+std::string MpiExecutor::error_string(int code) {
+  char text[MPI_MAX_ERROR_STRING];
+  int length = 0;
+  if (MPI_Error_string(code, text, &length) != MPI_SUCCESS) return "MPI error " + std::to_string(code);
+  return std::string(text, static_cast<std::size_t>(length));
+}
+
+void MpiExecutor::start(ExecutorHost& host) {
+  host_ = &host;
+  io_ = std::make_unique<Io>();
+  io_->thread = std::thread([this] { io_->context.run(); });
+  progress_thread_ = io_->thread.get_id();
+}
+
+void MpiExecutor::stop() noexcept {
+  if (io_ == nullptr || !io_->thread.joinable()) return;
+  // The engine stops us once every op has completed: no request is outstanding, so the context runs out of work.
+  io_->guard.reset();
+  io_->thread.join();
+}
+
+void MpiExecutor::submit(Task& task) noexcept {
+  boost::asio::post(io_->context, [this, &task] { run(task); });
+}
+
+// Runs `task` and, on this thread, the ops of ours its completion made ready (a chain stays here).
+void MpiExecutor::run(Task& task) noexcept {
+  TaskList ready;
+  Task* next = &task;
+  while (next != nullptr) {
+    host_->execute(*next, /*worker=*/0, ready);
+    next = take_ready(ready, this);
+  }
+}
+
+void MpiExecutor::require_progress_thread(const char* call) const {
+  if (std::this_thread::get_id() != progress_thread_) {
+    throw std::logic_error(std::string("MpiExecutor::") + call +
+                           " called outside the executor's progress thread (call it from an op's function on the "
+                           "executor, or from a continuation)");
+  }
+}
+
+void MpiExecutor::when_complete(std::span<const MPI_Request> requests, Continuation then) {
+  require_progress_thread("when_complete");
+  outstanding_.push_back(Outstanding{{requests.begin(), requests.end()}, std::move(then)});
+  if (!polling_) {
+    polling_ = true;
+    boost::asio::post(io_->context, [this] { poll(0); });
+  }
+}
+
+// One round over the outstanding requests; while any remain, again after the handlers posted meanwhile (the ops
+// submitted since), yielding the core between rounds once kIdlePolls rounds in a row completed nothing.
+void MpiExecutor::poll(int idle_rounds) noexcept {
+  bool progress = false;
+  for (std::size_t i = 0; i < outstanding_.size();) {
+    int done = 0;
+    auto& entry = outstanding_[i];
+    const int code =
+        MPI_Testall(static_cast<int>(entry.requests.size()), entry.requests.data(), &done, MPI_STATUSES_IGNORE);
+    if (code == MPI_SUCCESS && done == 0) {
+      ++i;
+      continue;
+    }
+    Continuation then = std::move(entry.then);
+    outstanding_[i] = std::move(outstanding_.back());
+    outstanding_.pop_back();
+    then(code);  // may add to outstanding_: this loop indexes, it holds no reference across the call
+    progress = true;
+  }
+  if (outstanding_.empty()) {
+    polling_ = false;
+    return;
+  }
+  idle_rounds = progress ? 0 : idle_rounds + 1;
+  if (idle_rounds >= kIdlePolls) std::this_thread::yield();  // MPI offers no wake-up: give the core to others
+  boost::asio::post(io_->context, [this, idle_rounds] { poll(idle_rounds); });
+}
+
+std::uint64_t MpiExecutor::take_ticket() noexcept {
+  // relaxed: the ticket's value orders collectives; the pushes that carry it to the progress thread publish it.
+  return tickets_.fetch_add(1, std::memory_order_relaxed);
+}
+
+void MpiExecutor::start_in_order(std::uint64_t ticket, Start start) {
+  require_progress_thread("start_in_order");
+  if (ticket != next_start_) {
+    held_.emplace(ticket, std::move(start));
+    return;
+  }
+  if (start) start();
+  ++next_start_;
+  for (auto it = held_.begin(); it != held_.end() && it->first == next_start_; it = held_.erase(it)) {
+    if (it->second) it->second();
+    ++next_start_;
+  }
+}
+
+void MpiExecutor::forfeit(std::uint64_t ticket) {
+  if (io_ == nullptr) throw std::logic_error("MpiExecutor::forfeit before the executor was started");
+  boost::asio::post(io_->context, [this, ticket] { start_in_order(ticket, Start{}); });
+}
+
+int MpiExecutor::allreduce_errors(RankError& flag, MPI_Request* request) const {
+  require_progress_thread("allreduce_errors");
+  return MPI_Iallreduce(MPI_IN_PLACE, &flag, 1, error_type_, error_op_, comm_, request);
+}
+
+}  // namespace depengine

@@ -1,0 +1,134 @@
+// The communication executor: runs ops that start non-blocking MPI calls, and completes them when their requests do.
+//
+// An engine takes an MpiExecutor like any other executor (EngineOptions::executors); ops pushed to it, usually
+// asynchronous ones (PushAsync), run on its progress thread. There an op's function finds the executor through its
+// RunContext (MpiExecutor::of(ctx.executor)), starts MPI calls on comm() (MPI_Iallreduce, MPI_Isend, ...) and hands
+// their requests to when_complete() with a continuation that calls the op's Completion. The progress thread, a
+// Boost.Asio io_context as the stream executor's poller, runs the ops handed to it and, between them, tests the
+// outstanding requests (MPI_Testall): no engine worker ever blocks in MPI. distributed/communicator.h builds the
+// common collectives and messages on this.
+//
+// Threading level. Every MPI call of the executor is made on its progress thread, except MPI_Comm_dup and the creation
+// of its error-reduction op in the constructor and their release in the destructor, which run on the calling thread.
+// So MPI must be initialised with at least MPI_THREAD_SERIALIZED, and while the executor lives the application makes
+// no MPI call of its own concurrently with it (MPI_THREAD_MULTIPLE lifts that, and is needed for two MpiExecutors
+// in one process). The constructor checks the level.
+//
+// Order of collectives. MPI requires every rank to start the collectives of a communicator in the same order, but
+// ready ops run in whatever order their inputs allow. take_ticket() numbers collectives when they are pushed (push
+// order); start_in_order() starts them in ticket order on the progress thread, holding one back while an earlier
+// ticket has not started. Local compute is never held back, only the starts of later collectives; they stay in flight
+// together once started.
+//
+// Thread safety: take_ticket() and forfeit() from any thread; when_complete(), start_in_order() and
+// allreduce_errors() only on the progress thread (inside an op's function or a continuation; they throw
+// std::logic_error elsewhere). Executor methods as executor.h says.
+// Ownership: duplicates the communicator (MPI_Comm_dup) and frees the duplicate when destroyed; the engine owns the
+// executor. Failure: an MPI call that fails reports its error code to the continuation (the duplicate's error handler
+// is MPI_ERRORS_RETURN); a rank that dies takes the job down with it (MPI aborts), as MPI does.
+// Cost: one post to the io_context per op; each poll round tests every outstanding set of requests, and the poller
+// keeps polling (yielding its core after kIdlePolls rounds without progress) while any is outstanding.
+#pragma once
+
+#include <mpi.h>
+
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
+
+#include "executors/executor.h"
+#include "executors/mpi/rank_error.h"
+#include "support/small_function.h"
+
+namespace depengine {
+
+class MpiExecutor final : public Executor {
+ public:
+  // Called once with MPI_SUCCESS, or with the error code of the first request that failed, when every request handed
+  // to when_complete() has completed. Runs on the progress thread; must not throw.
+  using Continuation = support::SmallFunction<void(int), 48>;
+  // A collective's start, run by start_in_order() on the progress thread; must not throw.
+  using Start = support::SmallFunction<void(), 48>;
+
+  // Rounds of polling without progress before the poller yields its core between rounds.
+  static constexpr int kIdlePolls = 64;
+
+  // Duplicates `comm` (a collective: every rank of comm constructs its executor at the same point of its collectives
+  // on comm). Throws std::logic_error if MPI is not initialised (or already finalised), or was initialised below
+  // MPI_THREAD_SERIALIZED, or if another MpiExecutor lives and the level is below MPI_THREAD_MULTIPLE;
+  // std::invalid_argument for MPI_COMM_NULL; std::runtime_error if MPI fails.
+  explicit MpiExecutor(MPI_Comm comm = MPI_COMM_WORLD);
+  ~MpiExecutor() override;
+
+  // The MpiExecutor `executor` is (an op's RunContext::executor). Throws std::invalid_argument if it is none, so that
+  // an op meant for MPI but pushed to another executor fails with a clear error.
+  [[nodiscard]] static MpiExecutor& of(Executor* executor);
+
+  [[nodiscard]] std::string_view name() const noexcept override { return "mpi"; }
+  // The executor's duplicate of the communicator it was made with: start the ops' MPI calls on it.
+  [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
+  [[nodiscard]] int rank() const noexcept { return rank_; }
+  [[nodiscard]] int size() const noexcept { return size_; }
+
+  void start(ExecutorHost& host) override;
+  void submit(Task& task) noexcept override;
+  // Ops run only on the progress thread (every MPI call is made there), so a waiting thread cannot help.
+  [[nodiscard]] bool try_help() noexcept override { return false; }
+  void stop() noexcept override;
+
+  // Progress thread: calls `then` once every request of `requests` (copied; they stay the executor's) has completed.
+  void when_complete(std::span<const MPI_Request> requests, Continuation then);
+
+  // Any thread: the next collective ticket (0, 1, 2, ...). Every ticket taken must be passed to start_in_order() or
+  // forfeit() exactly once, or later collectives never start.
+  [[nodiscard]] std::uint64_t take_ticket() noexcept;
+  // Progress thread: runs `start` once every earlier ticket has started or been forfeited (at once if they have).
+  void start_in_order(std::uint64_t ticket, Start start);
+  // Any thread: gives up `ticket`, whose collective will not be started (its push failed).
+  void forfeit(std::uint64_t ticket);
+
+  // Progress thread: starts the non-blocking reduction of `flag` (in place) across the communicator, leaving on every
+  // rank the flag of the lowest failing rank, and returns MPI's code; a collective, so call it in ticket order. `flag`
+  // must live until the request completes.
+  [[nodiscard]] int allreduce_errors(RankError& flag, MPI_Request* request) const;
+
+  // MPI's message for an error code.
+  [[nodiscard]] static std::string error_string(int code);
+
+ private:
+  struct Outstanding {
+    std::vector<MPI_Request> requests;
+    Continuation then;
+  };
+  struct Io;  // the io_context, its work guard and thread
+
+  void run(Task& task) noexcept;
+  void poll(int idle_rounds) noexcept;
+  void require_progress_thread(const char* call) const;
+
+  MPI_Comm comm_ = MPI_COMM_NULL;  // owned: the duplicate
+  int rank_ = 0;
+  int size_ = 0;
+  MPI_Datatype error_type_ = MPI_DATATYPE_NULL;  // owned: a RankError as bytes
+  MPI_Op error_op_ = MPI_OP_NULL;                // owned: keeps the lowest failing rank's flag
+  ExecutorHost* host_ = nullptr;                 // not owned: the engine, from start() to stop()
+  std::unique_ptr<Io> io_;
+  std::thread::id progress_thread_{};
+
+  // Written by any pusher: the next ticket.
+  std::atomic<std::uint64_t> tickets_{0};
+  // Progress thread only:
+  std::vector<Outstanding> outstanding_;
+  bool polling_ = false;                 // a poll round is posted
+  std::uint64_t next_start_ = 0;         // the ticket to start next
+  std::map<std::uint64_t, Start> held_;  // tickets that arrived early, with their starts (empty: forfeited)
+};
+
+}  // namespace depengine

@@ -1,0 +1,40 @@
+// The error flag that travels with every message and collective of the MPI executor's users (distributed/), so that
+// an error on one rank reaches every rank instead of leaving the others waiting.
+//
+// A rank whose input carries an error still takes part in the communication; alongside the data it contributes a
+// RankError naming itself and the error's text (or kNone). A collective reduces the flags with MpiExecutor's
+// error-reduction op, which keeps the flag of the lowest failing rank, so every rank learns the same error; a message
+// carries the sender's flag ahead of its data.
+//
+// A plain, fixed-size value (sent as bytes): the text is cut to kTextBytes.
+#pragma once
+
+#include <algorithm>
+#include <cstddef>
+#include <cstdint>
+#include <limits>
+#include <string_view>
+
+namespace depengine {
+
+struct RankError {
+  static constexpr std::int32_t kNone = std::numeric_limits<std::int32_t>::max();  // no rank failed
+  static constexpr std::size_t kTextBytes = 248;
+
+  std::int32_t rank = kNone;  // the failing rank, or kNone
+  std::uint32_t length = 0;   // bytes of text used
+  char text[kTextBytes] = {};
+
+  [[nodiscard]] bool failed() const noexcept { return rank != kNone; }
+  [[nodiscard]] std::string_view message() const noexcept { return {text, length}; }
+  // Marks `failing_rank` as failed with `message` (cut to kTextBytes).
+  void set(std::int32_t failing_rank, std::string_view message) noexcept {
+    rank = failing_rank;
+    length = static_cast<std::uint32_t>(std::min(message.size(), kTextBytes));
+    std::copy_n(message.data(), length, text);
+  }
+};
+
+static_assert(sizeof(RankError) == 256, "a RankError is sent as 256 bytes");
+
+}  // namespace depengine
