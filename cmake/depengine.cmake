@@ -66,17 +66,29 @@ function(depengine_test)
   add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
 endfunction()
 
-# depengine_mpi_test(NAME <name> SOURCES ... LIBS ...): a Catch2 executable with the MPI main (test/mpi_main.cpp),
-# registered with CTest twice, run by mpirun on 2 ranks (<name>_np2) and on 4 oversubscribed ranks (<name>_np4), on
-# this machine over loopback. Open MPI refuses to run as root unless told to: the tests tell it (CI runs as root).
-# Not under ThreadSanitizer: Open MPI is not instrumented, and TSAN takes its own locking (a recursive mutex of its
-# shared-memory transport) for errors. Under AddressSanitizer and UBSan they run without LeakSanitizer: Open MPI keeps
-# what MPI_Init allocates past MPI_Finalize, in plugins it has unloaded by then, so no stack could tell its leaks from
-# ours.
-function(depengine_mpi_test)
+# depengine_mpirun_test(NAME <name> RANKS <n> COMMAND <program> [args...]): a CTest test that runs the program under
+# mpirun on <n> ranks of this machine (oversubscribed if the cores are fewer), over loopback. Open MPI refuses to run
+# as root unless told to: the test tells it (CI runs as root). Not registered under ThreadSanitizer: Open MPI is not
+# instrumented, and TSAN takes its own locking (a recursive mutex of its shared-memory transport) for errors. Under
+# AddressSanitizer and UBSan it runs without LeakSanitizer: Open MPI keeps what MPI_Init allocates past MPI_Finalize,
+# in plugins it has unloaded by then, so no stack could tell its leaks from ours.
+function(depengine_mpirun_test)
+  cmake_parse_arguments(ARG "" "NAME;RANKS" "COMMAND" ${ARGN})
   if(DEPENGINE_SANITIZER STREQUAL "thread")
     return()
   endif()
+  add_test(NAME ${ARG_NAME} COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ARG_RANKS} --oversubscribe
+                                    ${MPIEXEC_PREFLAGS} ${ARG_COMMAND})
+  set(environment "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
+  if(DEPENGINE_SANITIZER STREQUAL "address")
+    list(APPEND environment "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
+  endif()
+  set_tests_properties(${ARG_NAME} PROPERTIES ENVIRONMENT "${environment}" TIMEOUT 300)
+endfunction()
+
+# depengine_mpi_test(NAME <name> SOURCES ... LIBS ...): a Catch2 executable with the MPI main (test/mpi_main.cpp),
+# run by depengine_mpirun_test on 2 ranks (<name>_np2) and on 4 oversubscribed ranks (<name>_np4).
+function(depengine_mpi_test)
   cmake_parse_arguments(ARG "" "NAME" "SOURCES;LIBS" ${ARGN})
   if(NOT TARGET depengine_test_mpi_main)
     find_package(Catch2 REQUIRED)
@@ -89,14 +101,7 @@ function(depengine_mpi_test)
   target_include_directories(${ARG_NAME} PRIVATE ${DEPENGINE_SOURCE_DIR})
   target_compile_definitions(${ARG_NAME} PRIVATE DEPENGINE_SANITIZER="${DEPENGINE_SANITIZER}")
   foreach(ranks 2 4)
-    add_test(NAME ${ARG_NAME}_np${ranks}
-             COMMAND ${MPIEXEC_EXECUTABLE} ${MPIEXEC_NUMPROC_FLAG} ${ranks} --oversubscribe ${MPIEXEC_PREFLAGS}
-                     $<TARGET_FILE:${ARG_NAME}> ${MPIEXEC_POSTFLAGS})
-    set(environment "OMPI_ALLOW_RUN_AS_ROOT=1;OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1")
-    if(DEPENGINE_SANITIZER STREQUAL "address")
-      list(APPEND environment "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
-    endif()
-    set_tests_properties(${ARG_NAME}_np${ranks} PROPERTIES ENVIRONMENT "${environment}" TIMEOUT 180)
+    depengine_mpirun_test(NAME ${ARG_NAME}_np${ranks} RANKS ${ranks} COMMAND $<TARGET_FILE:${ARG_NAME}>)
   endforeach()
 endfunction()
 

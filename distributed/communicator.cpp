@@ -2,6 +2,7 @@
 
 #include <array>
 #include <climits>
+#include <cstring>
 #include <exception>
 #include <optional>
 #include <string>
@@ -23,8 +24,16 @@ struct CommunicatorCall {
   int peer = 0;   // the root, destination or source
   int tag = 0;
   std::uint64_t ticket = 0;  // collectives: the place in the start order
+  FailureSlot slot{};        // all-reduce: the failure count as an element of the data's type
+  std::size_t element_bytes = 1;
   RankError flag{};          // this rank's input error, then the one every rank learned (or the sender's)
   bool input_error = false;  // this rank's variable carries an error already (it keeps it: a variable keeps its first)
+  // Collectives: how many ranks' inputs carried an error (this rank counts 1 or 0), learned with the data.
+  int failures = 0;
+  void* data = nullptr;           // the memory, once the op runs
+  std::vector<std::byte> packed;  // a small all-reduce: the data, then the failure count, reduced as one
+  MpiExecutor* mpi = nullptr;     // not owned: the engine's
+  bool started = false;           // the op's function ran
   std::array<MPI_Request, 2> requests{MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   std::optional<Completion> done;
   std::vector<std::byte> scratch;  // stands in for a Buffer whose allocation failed (its variable carries the error)
@@ -37,6 +46,20 @@ struct CommunicatorCall {
 namespace depengine {
 
 using detail::CommunicatorCall;
+
+namespace {
+
+// The op function's hold on its call. An op destroyed without running (its push failed, or the engine cancelled it)
+// gives its collective's ticket back, so that the collectives pushed after it still start.
+struct ForfeitUnstarted {
+  void operator()(CommunicatorCall* call) const noexcept {
+    if (call->collective() && !call->started) call->mpi->forfeit(call->ticket);
+    delete call;
+  }
+};
+using HeldCall = std::unique_ptr<CommunicatorCall, ForfeitUnstarted>;
+
+}  // namespace
 
 namespace {
 
@@ -59,8 +82,8 @@ const char* call_name(int kind) {
   return kNames[static_cast<std::size_t>(kind)];
 }
 
-// Completes the op once its requests have: with MPI's error, the flag every rank learned, or success.
-void finish(std::unique_ptr<CommunicatorCall> call, int code) {
+// Completes the op: with MPI's error, the error every rank learned, or success.
+void complete(std::unique_ptr<CommunicatorCall> call, int code) {
   Completion done = *call->done;
   if (code != MPI_SUCCESS) {
     done(std::make_exception_ptr(std::runtime_error(std::string(call_name(static_cast<int>(call->kind))) +
@@ -74,39 +97,68 @@ void finish(std::unique_ptr<CommunicatorCall> call, int code) {
   }
 }
 
-// Starts the op's MPI calls (collectives in ticket order) on the progress thread.
+// Once the op's requests have completed: a collective that found failing ranks first learns the lowest one's error
+// (MpiExecutor::exchange_errors); then the op completes.
+void finish(std::unique_ptr<CommunicatorCall> call, int code) {
+  CommunicatorCall& c = *call;
+  if (code == MPI_SUCCESS && !c.packed.empty()) {
+    std::memcpy(c.data, c.packed.data(), c.region.bytes());
+    c.failures = c.slot.read(c.packed.data() + c.region.bytes());
+  }
+  if (code != MPI_SUCCESS || !c.collective() || c.failures == 0) {
+    complete(std::move(call), code);
+    return;
+  }
+  c.mpi->exchange_errors(c.ticket, c.failures, c.flag, [raw = call.release()](int result) {
+    complete(std::unique_ptr<CommunicatorCall>(raw), result);
+  });
+}
+
+// Starts the op's MPI calls (collectives in ticket order) on the progress thread. A collective also sums the ranks'
+// failure counts: in the same buffer as the data for an all-reduce of at most kPackedBytes (one collective), beside it
+// otherwise.
 void start(MpiExecutor& mpi, std::unique_ptr<CommunicatorCall> call) {
   using Kind = CommunicatorCall::Kind;
-  CommunicatorCall& c = *call;
-  void* data = c.region.data();
-  if (data == nullptr && c.region.bytes() > 0) {  // a failed allocation: take part with scratch memory
-    c.scratch.resize(c.region.bytes());
-    data = c.scratch.data();
-  }
+  constexpr std::size_t kPackedBytes = 16384;
   constexpr int kFlagBytes = static_cast<int>(sizeof(RankError));
+  CommunicatorCall& c = *call;
+  c.mpi = &mpi;
+  c.data = c.region.data();
+  if (c.data == nullptr && c.region.bytes() > 0) {  // a failed allocation: take part with scratch memory
+    c.scratch.resize(c.region.bytes());
+    c.data = c.scratch.data();
+  }
+  c.failures = c.flag.failed() ? 1 : 0;
   int code = MPI_SUCCESS;
   switch (c.kind) {
     case Kind::kAllReduce:
-      code = mpi.allreduce_errors(c.flag, &c.requests[0]);
+      if (c.region.bytes() <= kPackedBytes) {
+        c.packed.resize(c.region.bytes() + c.element_bytes);
+        std::memcpy(c.packed.data(), c.data, c.region.bytes());
+        c.slot.write(c.packed.data() + c.region.bytes(), c.failures);
+        code = MPI_Iallreduce(MPI_IN_PLACE, c.packed.data(), c.count + 1, c.type, MPI_SUM, mpi.comm(), &c.requests[0]);
+        break;
+      }
+      code = MPI_Iallreduce(MPI_IN_PLACE, &c.failures, 1, MPI_INT, MPI_SUM, mpi.comm(), &c.requests[0]);
       if (code == MPI_SUCCESS) {
-        code = MPI_Iallreduce(MPI_IN_PLACE, data, c.count, c.type, MPI_SUM, mpi.comm(), &c.requests[1]);
+        code = MPI_Iallreduce(MPI_IN_PLACE, c.data, c.count, c.type, MPI_SUM, mpi.comm(), &c.requests[1]);
       }
       break;
     case Kind::kBroadcast:
-      code = mpi.allreduce_errors(c.flag, &c.requests[0]);
-      if (code == MPI_SUCCESS) code = MPI_Ibcast(data, c.count, c.type, c.peer, mpi.comm(), &c.requests[1]);
+      code = MPI_Iallreduce(MPI_IN_PLACE, &c.failures, 1, MPI_INT, MPI_SUM, mpi.comm(), &c.requests[0]);
+      if (code == MPI_SUCCESS) code = MPI_Ibcast(c.data, c.count, c.type, c.peer, mpi.comm(), &c.requests[1]);
       break;
     case Kind::kSend:  // the flag ahead of the data: one thread posts both, so they stay in order
       code = MPI_Isend(&c.flag, kFlagBytes, MPI_BYTE, c.peer, c.tag, mpi.comm(), &c.requests[0]);
-      if (code == MPI_SUCCESS) code = MPI_Isend(data, c.count, c.type, c.peer, c.tag, mpi.comm(), &c.requests[1]);
+      if (code == MPI_SUCCESS) code = MPI_Isend(c.data, c.count, c.type, c.peer, c.tag, mpi.comm(), &c.requests[1]);
       break;
     case Kind::kRecv:
       code = MPI_Irecv(&c.flag, kFlagBytes, MPI_BYTE, c.peer, c.tag, mpi.comm(), &c.requests[0]);
-      if (code == MPI_SUCCESS) code = MPI_Irecv(data, c.count, c.type, c.peer, c.tag, mpi.comm(), &c.requests[1]);
+      if (code == MPI_SUCCESS) code = MPI_Irecv(c.data, c.count, c.type, c.peer, c.tag, mpi.comm(), &c.requests[1]);
       break;
   }
   if (code != MPI_SUCCESS) {
-    finish(std::move(call), code);
+    complete(std::move(call), code);
     return;
   }
   const std::array<MPI_Request, 2> requests = c.requests;
@@ -147,9 +199,13 @@ int count_of(std::size_t bytes, std::size_t element_bytes, const char* call) {
 
 }  // namespace
 
-void Communicator::all_reduce(const HostRegion& region, std::size_t element_bytes, MPI_Datatype type, OpName name) {
-  auto call = std::make_unique<CommunicatorCall>(
-      CommunicatorCall{.kind = CommunicatorCall::Kind::kAllReduce, .region = region, .type = type});
+void Communicator::all_reduce(const HostRegion& region, std::size_t element_bytes, MPI_Datatype type,
+                              detail::FailureSlot slot, OpName name) {
+  auto call = std::make_unique<CommunicatorCall>(CommunicatorCall{.kind = CommunicatorCall::Kind::kAllReduce,
+                                                                  .region = region,
+                                                                  .type = type,
+                                                                  .slot = slot,
+                                                                  .element_bytes = element_bytes});
   call->count = count_of(region.bytes(), element_bytes, "AllReduceSum");
   push(std::move(call), /*reads=*/false, std::move(name));
 }
@@ -188,31 +244,28 @@ void Communicator::push(std::unique_ptr<CommunicatorCall> call, bool reads, OpNa
         "the order every rank starts collectives in)");
   }
   const Var var = call->region.var();
-  const bool collective = call->collective();
-  if (collective) call->ticket = mpi_->take_ticket();
-  const std::uint64_t ticket = call->ticket;
+  call->mpi = mpi_;
+  if (call->collective()) call->ticket = mpi_->take_ticket();
   PushOptions options{.context = {.executor = index_}, .name = std::move(name), .no_skip = true};
-  auto fn = [call = std::move(call)](const RunContext& ctx, Completion done) mutable {
+  // If the push throws, the function is destroyed unrun, and its hold forfeits the ticket.
+  auto fn = [call = HeldCall(call.release())](const RunContext& ctx, Completion done) mutable {
     MpiExecutor& mpi = MpiExecutor::of(ctx.executor);
     describe(ctx.input_error, mpi.rank(), call->flag);
     call->input_error = call->flag.failed();
     call->done.emplace(done);
-    if (!call->collective()) {
-      start(mpi, std::move(call));
+    call->started = true;
+    std::unique_ptr<CommunicatorCall> owned(call.release());
+    if (!owned->collective()) {
+      start(mpi, std::move(owned));
       return;
     }
-    const std::uint64_t place = call->ticket;
-    mpi.start_in_order(place, [&mpi, raw = call.release()] { start(mpi, std::unique_ptr<CommunicatorCall>(raw)); });
+    const std::uint64_t place = owned->ticket;
+    mpi.start_in_order(place, [&mpi, raw = owned.release()] { start(mpi, std::unique_ptr<CommunicatorCall>(raw)); });
   };
-  try {
-    if (reads) {
-      engine_->PushAsync(std::move(fn), {var}, {}, options);
-    } else {
-      engine_->PushAsync(std::move(fn), {}, {var}, options);
-    }
-  } catch (...) {
-    if (collective) mpi_->forfeit(ticket);
-    throw;
+  if (reads) {
+    engine_->PushAsync(std::move(fn), {var}, {}, options);
+  } else {
+    engine_->PushAsync(std::move(fn), {}, {var}, options);
   }
 }
 

@@ -22,12 +22,14 @@
 // pair of ranks with the same tag match in the order their ops start, so give messages in flight together distinct
 // tags, or order their ops through a variable.
 //
-// Errors, never a hang. Every op is pushed with no_skip: a rank whose input carries an error still takes part, and
-// sends a flag with its data (executors/mpi/rank_error.h). Then on every rank the collective's output variable (a
-// message's receiver) carries a RemoteError naming the failing rank and its error's message, which WaitForVar rethrows;
-// later communication is unaffected. A failing MPI call is an error of the op (std::runtime_error with MPI's message).
-// A rank that dies ends the job (MPI aborts it); a rank that cancels or skips its part (a CancelScope) leaves the
-// others waiting, so these ops take no scope.
+// Errors, never a hang. Every op is pushed with no_skip: a rank whose input carries an error still takes part. A
+// collective sums a count of failing ranks with its data (in the same buffer for an all-reduce of at most 16 KiB, in a
+// second all-reduce of one int beside it otherwise); only when the count is not 0 do the ranks exchange their errors'
+// flags (executors/mpi/rank_error.h, MpiExecutor::exchange_errors). A message carries its sender's flag ahead of it.
+// Then on every rank the collective's output variable (a message's receiver) carries a RemoteError naming the failing
+// rank and its error's message, which WaitForVar rethrows; later communication is unaffected. A failing MPI call is an
+// error of the op (std::runtime_error with MPI's message). A rank that dies ends the job (MPI aborts it); a rank that
+// cancels or skips its part (a CancelScope) leaves the others waiting, so these ops take no scope.
 //
 // Happens-before: writes to the memory made by ops that the communication op depends on are what it sends; its
 // writes (the reduced or received data) are visible to every op pushed later that uses its variable.
@@ -35,8 +37,9 @@
 // not outlive its engine; the memory must live until the op has completed (a wait on its variable), a Buffer is kept
 // by the op. Failure: misuse throws Error and pushes nothing. Not inside Engine::Capture (a replayed collective could
 // not keep its place in the order): Error.
-// Cost: one allocation per call (the op's state) and the executor's post; on the wire, MPI's call plus a 256-byte
-// error flag (reduced alongside a collective, sent ahead of a message).
+// Cost: one allocation per call (the op's state; a small all-reduce another, its packed copy) and the executor's post;
+// on the wire, MPI's call, with one more element (a small all-reduce: two copies of the data on the host) or a
+// one-int all-reduce beside it (a large one, a broadcast), or a 256-byte flag ahead of a message.
 #pragma once
 
 #include <mpi.h>
@@ -44,6 +47,7 @@
 #include <concepts>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 
 #include "engine/engine.h"
@@ -54,6 +58,25 @@ namespace depengine {
 
 namespace detail {
 struct CommunicatorCall;  // one op's state (communicator.cpp)
+
+// How a small all-reduce carries its failure count: as one more element of the data's type, summed with the data.
+struct FailureSlot {
+  void (*write)(void* slot, int failures) noexcept = nullptr;
+  int (*read)(const void* slot) noexcept = nullptr;
+};
+
+template <class T>
+[[nodiscard]] constexpr FailureSlot failure_slot_of() noexcept {
+  return {[](void* slot, int failures) noexcept {
+            const auto value = static_cast<T>(failures);
+            std::memcpy(slot, &value, sizeof(T));
+          },
+          [](const void* slot) noexcept {
+            T value{};
+            std::memcpy(&value, slot, sizeof(T));
+            return static_cast<int>(value);
+          }};
+}
 }  // namespace detail
 
 // Host memory that a communication op reads or writes, with the variable that orders its users: memory the caller
@@ -99,7 +122,7 @@ class Communicator {
   // serial sum. Throws Error if region.bytes() is not a multiple of sizeof(T) or exceeds MPI's count limit.
   template <SummableElement T>
   void AllReduceSum(const HostRegion& region, OpName name = "all-reduce") {
-    all_reduce(region, sizeof(T), type_of<T>(), std::move(name));
+    all_reduce(region, sizeof(T), type_of<T>(), detail::failure_slot_of<T>(), std::move(name));
   }
   // Copies root's region to every rank. A collective; reads region.var() on the root, mutates it elsewhere. Throws
   // Error for a root outside [0, size()).
@@ -119,7 +142,8 @@ class Communicator {
     if constexpr (std::same_as<T, std::uint32_t>) return MPI_UINT32_T;
     if constexpr (std::same_as<T, std::uint64_t>) return MPI_UINT64_T;
   }
-  void all_reduce(const HostRegion& region, std::size_t element_bytes, MPI_Datatype type, OpName name);
+  void all_reduce(const HostRegion& region, std::size_t element_bytes, MPI_Datatype type, detail::FailureSlot slot,
+                  OpName name);
   void push(std::unique_ptr<detail::CommunicatorCall> call, bool reads, OpName name);
   void check_rank(int rank, const char* what) const;
 

@@ -1,15 +1,18 @@
 // Data-parallel training on N devices, written as serial code: the MXNet design note's two-GPU network, generalised.
 //
-// Every device holds a replica of a 2 -> 64 -> 64 -> 3 perceptron and trains on its slice of each batch. As soon as
-// the backward op of layer k has been pushed on every device, the all-reduce of layer k is pushed on the executor's
-// collective channel: it copies each device's gradients of that layer to device 0 and sums them there, the SGD update
-// of the master weights follows on the channel, and so does the copy of the new weights back to every device. The
-// engine starts the all-reduce of layer k as soon as the last device has finished that layer's backward pass, while
-// the devices go on with the layers below; each device's next forward through layer k starts once its weights are
-// back. Those ops wait for one device event, the channel's, however many devices took part: the collective signals
-// one axis, not N.
+// Every device holds a replica of a 2 -> 64 -> 64 -> 3 perceptron (--hidden sets the 64) and trains on its slice of
+// each batch. As soon as the backward op of layer k has been pushed on every device, the all-reduce of layer k is
+// pushed on the executor's collective channel: it copies each device's gradients of that layer to device 0 and sums
+// them there, the SGD update of the master weights follows on the channel, and so does the copy of the new weights back
+// to every device. The engine starts the all-reduce of layer k as soon as the last device has finished that layer's
+// backward pass, while the devices go on with the layers below; each device's next forward through layer k starts once
+// its weights are back. Those ops wait for one device event, the channel's, however many devices took part: the
+// collective signals one axis, not N.
 //
-//   gradient_aggregation [--devices N] [--device streams|cuda] [--epochs N] [--batch N] [--check]
+//   gradient_aggregation [--devices N] [--device streams|cuda] [--epochs N] [--batch N] [--hidden N] [--check]
+//   mpirun -np N gradient_aggregation --mpi [--epochs N] [--batch N] [--hidden N] [--check]
+//
+// --mpi trains one replica per MPI rank instead, each rank's all-reduces overlapping its backward (across_ranks.cpp).
 //
 // --device streams (default) simulates the devices with the host stream backend, so it runs anywhere; cuda uses the
 // GPUs (as many as --devices, at most the GPUs present). At the end it trains the same model on one device with the
@@ -30,12 +33,16 @@
 #include "examples/common/arguments.h"
 #include "examples/common/dense_kernels.h"
 #include "examples/common/mlp.h"
+#include "examples/gradient_aggregation/reference.h"
 #include "executors/host_stream/host_stream_backend.h"
 #include "executors/stream/stream_executor.h"
 #include "executors/threadpool/threadpool_executor.h"
 #include "memory/buffers/buffer.h"
 #if DEPENGINE_EXAMPLES_CUDA
 #include "executors/cuda_stream/cuda_stream_backend.h"
+#endif
+#if DEPENGINE_EXAMPLES_MPI
+#include "examples/gradient_aggregation/across_ranks.h"
 #endif
 
 namespace {
@@ -49,7 +56,6 @@ using depengine::examples::Device;
 namespace host = depengine::examples::host;
 
 constexpr int kClasses = 3;
-constexpr int kHidden = 64;
 constexpr float kLearningRate = 0.5f;
 constexpr std::uint32_t kSeed = 7;
 constexpr const char* kReduce[3] = {"all-reduce 0", "all-reduce 1", "all-reduce 2"};
@@ -59,14 +65,17 @@ struct Options {
   int devices = 4;
   std::string device = "streams";
   int epochs = 10;
-  int batch = 100;  // the global batch, split evenly over the devices
+  int batch = 100;   // the global batch, split evenly over the devices
+  int hidden = 64;   // the width of the hidden layers
+  bool mpi = false;  // one replica per MPI rank (across_ranks.h) instead of one per device
   bool check = false;
 };
 
 Options parse(int argc, char** argv) {
   Options o;
   depengine::examples::Arguments args(argc, argv,
-                                      "[--devices N] [--device streams|cuda] [--epochs N] [--batch N] [--check]");
+                                      "[--devices N] [--device streams|cuda] [--mpi] [--epochs N] [--batch N] "
+                                      "[--hidden N] [--check]");
   while (args.next()) {
     if (args.is("--devices")) {
       o.devices = args.positive();
@@ -76,6 +85,10 @@ Options parse(int argc, char** argv) {
       o.epochs = args.positive();
     } else if (args.is("--batch")) {
       o.batch = args.positive();
+    } else if (args.is("--hidden")) {
+      o.hidden = args.positive();
+    } else if (args.is("--mpi")) {
+      o.mpi = true;
     } else if (args.is("--check")) {
       o.check = true;
     } else {
@@ -90,7 +103,7 @@ Options parse(int argc, char** argv) {
     throw std::invalid_argument("--devices: at most " + std::to_string(depengine::kMaxEngineAxes - 1) +
                                 " (an engine has at most " + std::to_string(depengine::kMaxEngineAxes) + " streams)");
   }
-  if (o.batch % o.devices != 0) throw std::invalid_argument("--batch must be a multiple of --devices");
+  if (!o.mpi && o.batch % o.devices != 0) throw std::invalid_argument("--batch must be a multiple of --devices");
   return o;
 }
 
@@ -117,52 +130,22 @@ depengine::EngineOptions engine_options(const Options& options) {
   return engine;
 }
 
-// The reference: one device, the whole batch, plain loops. Returns the weights and biases of every layer.
-std::vector<std::vector<float>> train_on_one_device(const host::Dataset& data, const Options& options, int steps) {
-  const int sizes[] = {data.features, kHidden, kHidden, kClasses};
-  const int batch = options.batch;
-  std::vector<std::vector<float>> w(3), b(3), dw(3), db(3), acts(3), grads(3);
-  for (std::size_t k = 0; k < 3; ++k) {
-    w[k].resize(static_cast<std::size_t>(sizes[k] * sizes[k + 1]));
-    host::init_weights(w[k].data(), sizes[k], sizes[k + 1], kSeed + static_cast<std::uint32_t>(k));
-    b[k].assign(static_cast<std::size_t>(sizes[k + 1]), 0.0f);
-    dw[k].resize(w[k].size());
-    db[k].resize(b[k].size());
-    acts[k].resize(static_cast<std::size_t>(batch * sizes[k + 1]));
-    grads[k].resize(static_cast<std::size_t>(batch * sizes[k + 1]));
-  }
-  float stats[2];
-  for (int epoch = 0; epoch < options.epochs; ++epoch) {
-    for (int step = 0; step < steps; ++step) {
-      const std::size_t row = static_cast<std::size_t>(step * batch);
-      const float* x = data.x.data() + row * static_cast<std::size_t>(data.features);
-      for (std::size_t k = 0; k < 3; ++k) {
-        host::dense_forward(k == 0 ? x : acts[k - 1].data(), w[k].data(), b[k].data(), acts[k].data(), batch, sizes[k],
-                            sizes[k + 1], k < 2);
-      }
-      host::softmax_cross_entropy(acts[2].data(), data.labels.data() + row, grads[2].data(), stats, batch, kClasses,
-                                  1.0f / static_cast<float>(batch));
-      for (std::size_t k = 3; k-- > 0;) {
-        host::dense_backward(k == 0 ? x : acts[k - 1].data(), w[k].data(), acts[k].data(), grads[k].data(),
-                             dw[k].data(), db[k].data(), k > 0 ? grads[k - 1].data() : nullptr, batch, sizes[k],
-                             sizes[k + 1], k < 2);
-        host::sgd(w[k].data(), dw[k].data(), static_cast<int>(w[k].size()), kLearningRate);
-        host::sgd(b[k].data(), db[k].data(), static_cast<int>(b[k].size()), kLearningRate);
-      }
-    }
-  }
-  std::vector<std::vector<float>> parameters;
-  for (std::size_t k = 0; k < 3; ++k) {
-    parameters.push_back(w[k]);
-    parameters.push_back(b[k]);
-  }
-  return parameters;
+// --mpi: one replica per MPI rank instead of one per device (across_ranks.cpp).
+int run_across_ranks(int argc, char** argv, const Options& options) {
+#if DEPENGINE_EXAMPLES_MPI
+  return depengine::examples::train_across_ranks(argc, argv,
+                                                 {options.epochs, options.batch, options.hidden, options.check});
+#else
+  (void)argc, (void)argv, (void)options;
+  throw std::runtime_error("--mpi: this build has no MPI (install libopenmpi-dev; DEPENGINE_WITH_MPI)");
+#endif
 }
 
 }  // namespace
 
 int main(int argc, char** argv) try {
   const Options options = parse(argc, argv);
+  if (options.mpi) return run_across_ranks(argc, argv, options);
   depengine::Engine engine(engine_options(options));
   constexpr std::uint32_t kStreams = 1;
   auto& streams = static_cast<depengine::StreamExecutor&>(engine.executor(kStreams));
@@ -182,7 +165,7 @@ int main(int argc, char** argv) try {
   const int batch = options.batch, slice = batch / n;
   const int steps = data.rows / batch;
   if (steps < 1) throw std::invalid_argument("--batch is larger than the data set (" + std::to_string(data.rows) + ")");
-  const std::vector<int> sizes = {data.features, kHidden, kHidden, kClasses};
+  const std::vector<int> sizes = {data.features, options.hidden, options.hidden, kClasses};
   depengine::examples::Mlp master(channel, sizes, kSeed);
   std::vector<std::unique_ptr<depengine::examples::Mlp>> replicas;
   for (Device& device : devices) replicas.push_back(std::make_unique<depengine::examples::Mlp>(device, sizes, kSeed));
@@ -343,19 +326,13 @@ int main(int argc, char** argv) try {
     }
   }
   engine.WaitForVar(downloaded);
-  const std::vector<std::vector<float>> reference = train_on_one_device(data, options, steps);
-  float largest = 0, difference = 0;
-  for (std::size_t i = 0; i < reference.size(); ++i) {
-    for (std::size_t j = 0; j < reference[i].size(); ++j) {
-      largest = std::max(largest, std::fabs(reference[i][j]));
-      difference = std::max(difference, std::fabs(reference[i][j] - trained[i][j]));
-    }
-  }
-  const float relative = difference / largest;
+  const float relative = depengine::examples::relative_difference(
+      trained,
+      depengine::examples::train_on_one_device(data, {sizes, batch, options.epochs, steps, kLearningRate, kSeed}));
   std::printf(
-      "weights after %d steps: largest difference from one device on the whole batch %.3g (%.3g relative; "
-      "tolerance 1e-4)\n",
-      steps * options.epochs, static_cast<double>(difference), static_cast<double>(relative));
+      "weights after %d steps: largest difference from one device on the whole batch %.3g relative "
+      "(tolerance 1e-4)\n",
+      steps * options.epochs, static_cast<double>(relative));
 
   master.free(buffers);
   for (auto& replica : replicas) replica->free(buffers);

@@ -19,15 +19,6 @@ void check(int code, const char* call) {
     throw std::runtime_error(std::string("MpiExecutor: ") + call + " failed: " + MpiExecutor::error_string(code));
 }
 
-// The error-reduction op: keeps, element by element, the flag of the lowest failing rank (kNone is the largest).
-void keep_lowest_rank(void* in, void* inout, int* count, MPI_Datatype* /*type*/) {
-  const auto* from = static_cast<const RankError*>(in);
-  auto* into = static_cast<RankError*>(inout);
-  for (int i = 0; i < *count; ++i) {
-    if (from[i].rank < into[i].rank) into[i] = from[i];
-  }
-}
-
 }  // namespace
 
 struct MpiExecutor::Io {
@@ -63,14 +54,17 @@ MpiExecutor::MpiExecutor(MPI_Comm comm) {
   }
   try {
     check(MPI_Comm_dup(comm, &comm_), "MPI_Comm_dup");
+    check(MPI_Comm_dup(comm, &errors_), "MPI_Comm_dup");
     check(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
+    check(MPI_Comm_set_errhandler(errors_, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     check(MPI_Comm_rank(comm_, &rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(comm_, &size_), "MPI_Comm_size");
-    check(MPI_Type_contiguous(static_cast<int>(sizeof(RankError)), MPI_BYTE, &error_type_), "MPI_Type_contiguous");
-    check(MPI_Type_commit(&error_type_), "MPI_Type_commit");
-    check(MPI_Op_create(&keep_lowest_rank, /*commute=*/1, &error_op_), "MPI_Op_create");
+    int* tag_ub = nullptr;
+    int found = 0;
+    check(MPI_Comm_get_attr(errors_, MPI_TAG_UB, &tag_ub, &found), "MPI_Comm_get_attr");
+    if (found != 0) tag_limit_ = *tag_ub;
   } catch (...) {
-    if (error_type_ != MPI_DATATYPE_NULL) MPI_Type_free(&error_type_);
+    if (errors_ != MPI_COMM_NULL) MPI_Comm_free(&errors_);
     if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);
     g_live_executors.fetch_sub(1, std::memory_order_release);  // pairs with the acq_rel increment above
     throw;
@@ -82,8 +76,7 @@ MpiExecutor::~MpiExecutor() {
   int finalized = 0;
   MPI_Finalized(&finalized);
   if (finalized == 0) {  // after MPI_Finalize, MPI has released them itself
-    MPI_Op_free(&error_op_);
-    MPI_Type_free(&error_type_);
+    MPI_Comm_free(&errors_);
     MPI_Comm_free(&comm_);
   }
   g_live_executors.fetch_sub(1, std::memory_order_release);  // pairs with the acq_rel increment of a constructor
@@ -121,10 +114,21 @@ void MpiExecutor::stop() noexcept {
 }
 
 void MpiExecutor::submit(Task& task) noexcept {
-  boost::asio::post(io_->context, [this, &task] { run(task); });
+  if (std::this_thread::get_id() == progress_thread_) {
+    local_.push_back(&task);  // the handler running now settles it before returning
+    return;
+  }
+  // relaxed: see poll(); the handler's decrement pairs with nothing either.
+  posted_.fetch_add(1, std::memory_order_relaxed);
+  boost::asio::post(io_->context, [this, &task] {
+    posted_.fetch_sub(1, std::memory_order_relaxed);  // relaxed: see poll()
+    run(task);
+    settle();
+  });
 }
 
-// Runs `task` and, on this thread, the ops of ours its completion made ready (a chain stays here).
+// Runs `task` and, on this thread, the op of ours its completion made ready first (a chain stays here); the others it
+// made ready go to local_ (submit()).
 void MpiExecutor::run(Task& task) noexcept {
   TaskList ready;
   Task* next = &task;
@@ -132,6 +136,11 @@ void MpiExecutor::run(Task& task) noexcept {
     host_->execute(*next, /*worker=*/0, ready);
     next = take_ready(ready, this);
   }
+}
+
+// Runs the ops made ready on this thread since the handler began: every handler ends with it.
+void MpiExecutor::settle() noexcept {
+  while (Task* task = local_.pop_front()) run(*task);
 }
 
 void MpiExecutor::require_progress_thread(const char* call) const {
@@ -151,9 +160,8 @@ void MpiExecutor::when_complete(std::span<const MPI_Request> requests, Continuat
   }
 }
 
-// One round over the outstanding requests; while any remain, again after the handlers posted meanwhile (the ops
-// submitted since), yielding the core between rounds once kIdlePolls rounds in a row completed nothing.
-void MpiExecutor::poll(int idle_rounds) noexcept {
+// One round over the outstanding requests, completing those done; returns whether any was.
+bool MpiExecutor::test_round() noexcept {
   bool progress = false;
   for (std::size_t i = 0; i < outstanding_.size();) {
     int done = 0;
@@ -170,12 +178,26 @@ void MpiExecutor::poll(int idle_rounds) noexcept {
     then(code);  // may add to outstanding_: this loop indexes, it holds no reference across the call
     progress = true;
   }
-  if (outstanding_.empty()) {
-    polling_ = false;
-    return;
+  return progress;
+}
+
+// Polls while requests are outstanding: round after round in this handler, running the ops the completions made
+// ready in between (settle), until work posted from another thread waits in the io_context (then it re-posts itself
+// behind that work) or kIdlePolls rounds in a row completed nothing (then it yields its core first: MPI offers no
+// wake-up).
+void MpiExecutor::poll(int idle_rounds) noexcept {
+  for (;;) {
+    const bool progress = test_round();
+    settle();
+    if (outstanding_.empty()) {
+      polling_ = false;
+      return;
+    }
+    idle_rounds = progress ? 0 : idle_rounds + 1;
+    // relaxed: the count only decides when to step back into the io_context; the post itself publishes the work.
+    if (idle_rounds >= kIdlePolls || posted_.load(std::memory_order_relaxed) > 0) break;
   }
-  idle_rounds = progress ? 0 : idle_rounds + 1;
-  if (idle_rounds >= kIdlePolls) std::this_thread::yield();  // MPI offers no wake-up: give the core to others
+  if (idle_rounds >= kIdlePolls) std::this_thread::yield();
   boost::asio::post(io_->context, [this, idle_rounds] { poll(idle_rounds); });
 }
 
@@ -200,12 +222,49 @@ void MpiExecutor::start_in_order(std::uint64_t ticket, Start start) {
 
 void MpiExecutor::forfeit(std::uint64_t ticket) {
   if (io_ == nullptr) throw std::logic_error("MpiExecutor::forfeit before the executor was started");
-  boost::asio::post(io_->context, [this, ticket] { start_in_order(ticket, Start{}); });
+  posted_.fetch_add(1, std::memory_order_relaxed);  // relaxed: see poll()
+  boost::asio::post(io_->context, [this, ticket] {
+    posted_.fetch_sub(1, std::memory_order_relaxed);  // relaxed: see poll()
+    start_in_order(ticket, Start{});
+    settle();
+  });
 }
 
-int MpiExecutor::allreduce_errors(RankError& flag, MPI_Request* request) const {
-  require_progress_thread("allreduce_errors");
-  return MPI_Iallreduce(MPI_IN_PLACE, &flag, 1, error_type_, error_op_, comm_, request);
+void MpiExecutor::exchange_errors(std::uint64_t ticket, int failures, RankError& flag, Continuation then) {
+  require_progress_thread("exchange_errors");
+  struct Exchange {
+    RankError mine;
+    std::vector<RankError> theirs;
+    std::vector<MPI_Request> requests;
+  };
+  auto exchange = std::make_unique<Exchange>();
+  exchange->mine = flag;
+  const int tag = static_cast<int>(ticket % (static_cast<std::uint64_t>(tag_limit_) + 1));
+  constexpr int kBytes = static_cast<int>(sizeof(RankError));
+  int code = MPI_SUCCESS;
+  if (flag.failed()) {
+    for (int to = 0; to < size_ && code == MPI_SUCCESS; ++to) {
+      if (to == rank_) continue;
+      code = MPI_Isend(&exchange->mine, kBytes, MPI_BYTE, to, tag, errors_, &exchange->requests.emplace_back());
+    }
+  }
+  exchange->theirs.resize(static_cast<std::size_t>(failures - (flag.failed() ? 1 : 0)));
+  for (RankError& from : exchange->theirs) {
+    if (code != MPI_SUCCESS) break;
+    code = MPI_Irecv(&from, kBytes, MPI_BYTE, MPI_ANY_SOURCE, tag, errors_, &exchange->requests.emplace_back());
+  }
+  if (code != MPI_SUCCESS) {
+    then(code);
+    return;
+  }
+  const std::vector<MPI_Request> requests = exchange->requests;
+  when_complete(requests, [raw = exchange.release(), &flag, then = std::move(then)](int result) mutable {
+    const std::unique_ptr<Exchange> done(raw);
+    for (const RankError& from : done->theirs) {
+      if (from.rank < flag.rank) flag = from;
+    }
+    then(result);
+  });
 }
 
 }  // namespace depengine

@@ -8,8 +8,8 @@
 // outstanding requests (MPI_Testall): no engine worker ever blocks in MPI. distributed/communicator.h builds the
 // common collectives and messages on this.
 //
-// Threading level. Every MPI call of the executor is made on its progress thread, except MPI_Comm_dup and the creation
-// of its error-reduction op in the constructor and their release in the destructor, which run on the calling thread.
+// Threading level. Every MPI call of the executor is made on its progress thread, except MPI_Comm_dup in the
+// constructor and MPI_Comm_free in the destructor, which run on the calling thread.
 // So MPI must be initialised with at least MPI_THREAD_SERIALIZED, and while the executor lives the application makes
 // no MPI call of its own concurrently with it (MPI_THREAD_MULTIPLE lifts that, and is needed for two MpiExecutors
 // in one process). The constructor checks the level.
@@ -21,13 +21,15 @@
 // together once started.
 //
 // Thread safety: take_ticket() and forfeit() from any thread; when_complete(), start_in_order() and
-// allreduce_errors() only on the progress thread (inside an op's function or a continuation; they throw
+// exchange_errors() only on the progress thread (inside an op's function or a continuation; they throw
 // std::logic_error elsewhere). Executor methods as executor.h says.
-// Ownership: duplicates the communicator (MPI_Comm_dup) and frees the duplicate when destroyed; the engine owns the
+// Ownership: duplicates the communicator twice (MPI_Comm_dup: one for the ops, one for error exchanges) and frees the
+// duplicates when destroyed; the engine owns the
 // executor. Failure: an MPI call that fails reports its error code to the continuation (the duplicate's error handler
 // is MPI_ERRORS_RETURN); a rank that dies takes the job down with it (MPI aborts), as MPI does.
-// Cost: one post to the io_context per op; each poll round tests every outstanding set of requests, and the poller
-// keeps polling (yielding its core after kIdlePolls rounds without progress) while any is outstanding.
+// Cost: a submit from another thread is one post to the io_context; ops made ready on the progress thread (a chain of
+// collectives on one variable) run there without one. Each poll round tests every outstanding set of requests, and
+// the poller keeps polling (yielding its core after kIdlePolls rounds without progress) while any is outstanding.
 #pragma once
 
 #include <mpi.h>
@@ -94,10 +96,13 @@ class MpiExecutor final : public Executor {
   // Any thread: gives up `ticket`, whose collective will not be started (its push failed).
   void forfeit(std::uint64_t ticket);
 
-  // Progress thread: starts the non-blocking reduction of `flag` (in place) across the communicator, leaving on every
-  // rank the flag of the lowest failing rank, and returns MPI's code; a collective, so call it in ticket order. `flag`
-  // must live until the request completes.
-  [[nodiscard]] int allreduce_errors(RankError& flag, MPI_Request* request) const;
+  // Progress thread: the error exchange of a collective (ticket `ticket`) that found `failures` > 0 ranks failing, this
+  // one among them if flag.failed(). A failing rank sends its flag to every other rank, every rank receives the
+  // others' flags, and `flag` is left holding the lowest failing rank's; then `then` runs (with MPI's code). The
+  // messages travel on a communicator of their own, tagged with the ticket, so they never meet user traffic or another
+  // collective's. Every rank calls it for the same collective (they all learned `failures` from it). `flag` must live
+  // until `then` runs.
+  void exchange_errors(std::uint64_t ticket, int failures, RankError& flag, Continuation then);
 
   // MPI's message for an error code.
   [[nodiscard]] static std::string error_string(int code);
@@ -110,21 +115,26 @@ class MpiExecutor final : public Executor {
   struct Io;  // the io_context, its work guard and thread
 
   void run(Task& task) noexcept;
+  void settle() noexcept;
+  [[nodiscard]] bool test_round() noexcept;
   void poll(int idle_rounds) noexcept;
   void require_progress_thread(const char* call) const;
 
-  MPI_Comm comm_ = MPI_COMM_NULL;  // owned: the duplicate
+  MPI_Comm comm_ = MPI_COMM_NULL;    // owned: the duplicate the ops use
+  MPI_Comm errors_ = MPI_COMM_NULL;  // owned: the duplicate error exchanges use
   int rank_ = 0;
   int size_ = 0;
-  MPI_Datatype error_type_ = MPI_DATATYPE_NULL;  // owned: a RankError as bytes
-  MPI_Op error_op_ = MPI_OP_NULL;                // owned: keeps the lowest failing rank's flag
-  ExecutorHost* host_ = nullptr;                 // not owned: the engine, from start() to stop()
+  int tag_limit_ = 32767;         // MPI_TAG_UB of errors_
+  ExecutorHost* host_ = nullptr;  // not owned: the engine, from start() to stop()
   std::unique_ptr<Io> io_;
   std::thread::id progress_thread_{};
 
   // Written by any pusher: the next ticket.
   std::atomic<std::uint64_t> tickets_{0};
+  // Handlers posted from other threads and not yet run: the poller steps back into the io_context when there are.
+  std::atomic<int> posted_{0};
   // Progress thread only:
+  TaskList local_;  // ops made ready on the progress thread, run before it returns to the io_context
   std::vector<Outstanding> outstanding_;
   bool polling_ = false;                 // a poll round is posted
   std::uint64_t next_start_ = 0;         // the ticket to start next

@@ -1,10 +1,10 @@
 // The error flag that travels with every message and collective of the MPI executor's users (distributed/), so that
 // an error on one rank reaches every rank instead of leaving the others waiting.
 //
-// A rank whose input carries an error still takes part in the communication; alongside the data it contributes a
-// RankError naming itself and the error's text (or kNone). A collective reduces the flags with MpiExecutor's
-// error-reduction op, which keeps the flag of the lowest failing rank, so every rank learns the same error; a message
-// carries the sender's flag ahead of its data.
+// A rank whose input carries an error still takes part in the communication, with a RankError naming itself and the
+// error's text (or kNone). A collective counts the failing ranks with its data; when some failed, the ranks exchange
+// their flags (MpiExecutor::exchange_errors) and all keep the lowest failing rank's, so every rank learns the same
+// error. A message carries the sender's flag ahead of its data.
 //
 // A plain, fixed-size value (sent as bytes): the text is cut to kTextBytes.
 #pragma once

@@ -22,22 +22,17 @@
 #include "distributed/remote_error.h"
 #include "engine/engine.h"
 #include "executors/mpi/mpi_executor.h"
-#include "executors/threadpool/threadpool_executor.h"
 #include "memory/buffers/buffer.h"
+#include "test/executors/mpi/mpi_test_support.h"
 #include "test/test_support.h"
 
 namespace depengine {
 namespace {
 
-constexpr std::uint32_t kCompute = 0;
-constexpr std::uint32_t kComm = 1;
+using test::kComm;
+using test::kCompute;
 
-EngineOptions options() {
-  EngineOptions o;
-  o.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}));
-  o.executors.push_back(std::make_unique<MpiExecutor>());
-  return o;
-}
+EngineOptions options() { return test::mpi_engine_options(); }
 
 int world_rank() {
   int rank = 0;
@@ -147,7 +142,10 @@ TEST_CASE("an input error on one rank poisons the collective's output on every r
   Engine engine(options());
   Communicator world(engine, kComm);
   const int last = world.size() - 1;
-  std::vector<double> grad(64, 1.0);
+  // A small all-reduce counts the failing ranks in its own buffer; a large one beside it.
+  const std::size_t count = GENERATE(std::size_t{64}, std::size_t{1} << 12);
+  CAPTURE(count);
+  std::vector<double> grad(count, 1.0);
   const Var var = engine.NewVariable();
   const std::span<double> all(grad);
 
@@ -180,11 +178,17 @@ TEST_CASE("an input error on one rank poisons the collective's output on every r
     const Var received = engine.NewVariable();
     std::vector<double> in(grad.size());
     if (world.rank() == 1) world.Send({var, all.data(), all.size_bytes()}, 0, /*tag=*/3);
+    // A broadcast from rank 1 carries it on too, to every rank.
+    const Var copied = engine.NewVariable();
+    std::vector<double> copy(grad.size());
+    world.Broadcast({world.rank() == 1 ? var : copied, world.rank() == 1 ? all.data() : copy.data(), all.size_bytes()},
+                    1);
     if (world.rank() == 0) {
       world.Recv({received, in.data(), in.size() * sizeof(double)}, 1, /*tag=*/3);
       check_poisoned(engine, received, /*rank=*/1, /*failing=*/0, "loss is NaN");  // not "rank 1: rank 0: ..."
     }
     check_poisoned(engine, var, world.rank(), 0, "loss is NaN");
+    if (world.rank() != 1) check_poisoned(engine, copied, /*rank=*/1, /*failing=*/0, "loss is NaN");
   }
 }
 

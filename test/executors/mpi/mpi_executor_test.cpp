@@ -11,20 +11,15 @@
 #include <vector>
 
 #include "engine/engine.h"
-#include "executors/threadpool/threadpool_executor.h"
+#include "test/executors/mpi/mpi_test_support.h"
 
 namespace depengine {
 namespace {
 
-constexpr std::uint32_t kCompute = 0;
-constexpr std::uint32_t kComm = 1;
+using test::kComm;
+using test::kCompute;
 
-EngineOptions options() {
-  EngineOptions o;
-  o.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}));
-  o.executors.push_back(std::make_unique<MpiExecutor>());
-  return o;
-}
+EngineOptions options() { return test::mpi_engine_options(); }
 
 TEST_CASE("an op on the MPI executor completes when its requests do", "[mpi]") {
   Engine engine(options());
