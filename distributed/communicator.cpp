@@ -5,6 +5,7 @@
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <span>
 #include <string>
 #include <utility>
 #include <vector>
@@ -49,20 +50,6 @@ using detail::CommunicatorCall;
 
 namespace {
 
-// The op function's hold on its call. An op destroyed without running (its push failed, or the engine cancelled it)
-// gives its collective's ticket back, so that the collectives pushed after it still start.
-struct ForfeitUnstarted {
-  void operator()(CommunicatorCall* call) const noexcept {
-    if (call->collective() && !call->started) call->mpi->forfeit(call->ticket);
-    delete call;
-  }
-};
-using HeldCall = std::unique_ptr<CommunicatorCall, ForfeitUnstarted>;
-
-}  // namespace
-
-namespace {
-
 // Fills `flag` from the error the op runs despite: a RemoteError keeps naming its rank.
 void describe(const std::exception_ptr* input_error, int rank, RankError& flag) {
   if (input_error == nullptr || *input_error == nullptr) return;
@@ -84,6 +71,7 @@ const char* call_name(int kind) {
 
 // Completes the op: with MPI's error, the error every rank learned, or success.
 void complete(std::unique_ptr<CommunicatorCall> call, int code) {
+  if (!call->done) return;  // an op that never ran took part for the other ranks' sake: nothing to complete
   Completion done = *call->done;
   if (code != MPI_SUCCESS) {
     done(std::make_exception_ptr(std::runtime_error(std::string(call_name(static_cast<int>(call->kind))) +
@@ -114,57 +102,97 @@ void finish(std::unique_ptr<CommunicatorCall> call, int code) {
   });
 }
 
-// Starts the op's MPI calls (collectives in ticket order) on the progress thread. A collective also sums the ranks'
-// failure counts: in the same buffer as the data for an all-reduce of at most kPackedBytes (one collective), beside it
-// otherwise.
-void start(MpiExecutor& mpi, std::unique_ptr<CommunicatorCall> call) {
-  using Kind = CommunicatorCall::Kind;
+// Resolves the memory the op's MPI calls use, allocating what they need, before the calls start (so that starting
+// them allocates nothing). An op that never ran (`unrun`) uses scratch memory, never the region's. A collective also
+// sums the ranks' failure counts: in the same buffer as the data for an all-reduce of at most kPackedBytes (one
+// collective), beside it otherwise.
+void prepare(CommunicatorCall& c, bool unrun) {
   constexpr std::size_t kPackedBytes = 16384;
-  constexpr int kFlagBytes = static_cast<int>(sizeof(RankError));
-  CommunicatorCall& c = *call;
-  c.mpi = &mpi;
-  c.data = c.region.data();
-  if (c.data == nullptr && c.region.bytes() > 0) {  // a failed allocation: take part with scratch memory
+  c.data = unrun ? nullptr : c.region.data();
+  if (c.data == nullptr && c.region.bytes() > 0) {  // a failed allocation, or an op that never ran
     c.scratch.resize(c.region.bytes());
     c.data = c.scratch.data();
   }
   c.failures = c.flag.failed() ? 1 : 0;
+  if (c.kind == CommunicatorCall::Kind::kAllReduce && c.region.bytes() <= kPackedBytes) {
+    c.packed.resize(c.region.bytes() + c.element_bytes);
+    std::memcpy(c.packed.data(), c.data, c.region.bytes());
+    c.slot.write(c.packed.data() + c.region.bytes(), c.failures);
+  }
+}
+
+// Starts the op's MPI calls (collectives in ticket order) on the progress thread. If one fails to start, the ones
+// that did are still waited for (their buffers are the call's) before the op completes with the error.
+void start(MpiExecutor& mpi, std::unique_ptr<CommunicatorCall> call) noexcept {
+  using Kind = CommunicatorCall::Kind;
+  constexpr int kFlagBytes = static_cast<int>(sizeof(RankError));
+  CommunicatorCall& c = *call;
+  MPI_Request* r = c.requests.data();
   int code = MPI_SUCCESS;
+  int started = 0;
+  // Each call fills r[started] only when it succeeds.
+  auto next = [&](int result) {
+    code = result;
+    if (result == MPI_SUCCESS) ++started;
+    return result == MPI_SUCCESS;
+  };
   switch (c.kind) {
     case Kind::kAllReduce:
-      if (c.region.bytes() <= kPackedBytes) {
-        c.packed.resize(c.region.bytes() + c.element_bytes);
-        std::memcpy(c.packed.data(), c.data, c.region.bytes());
-        c.slot.write(c.packed.data() + c.region.bytes(), c.failures);
-        code = MPI_Iallreduce(MPI_IN_PLACE, c.packed.data(), c.count + 1, c.type, MPI_SUM, mpi.comm(), &c.requests[0]);
-        break;
-      }
-      code = MPI_Iallreduce(MPI_IN_PLACE, &c.failures, 1, MPI_INT, MPI_SUM, mpi.comm(), &c.requests[0]);
-      if (code == MPI_SUCCESS) {
-        code = MPI_Iallreduce(MPI_IN_PLACE, c.data, c.count, c.type, MPI_SUM, mpi.comm(), &c.requests[1]);
+      if (!c.packed.empty()) {
+        next(MPI_Iallreduce(MPI_IN_PLACE, c.packed.data(), c.count + 1, c.type, MPI_SUM, mpi.comm(), &r[0]));
+      } else if (next(MPI_Iallreduce(MPI_IN_PLACE, &c.failures, 1, MPI_INT, MPI_SUM, mpi.comm(), &r[0]))) {
+        next(MPI_Iallreduce(MPI_IN_PLACE, c.data, c.count, c.type, MPI_SUM, mpi.comm(), &r[1]));
       }
       break;
     case Kind::kBroadcast:
-      code = MPI_Iallreduce(MPI_IN_PLACE, &c.failures, 1, MPI_INT, MPI_SUM, mpi.comm(), &c.requests[0]);
-      if (code == MPI_SUCCESS) code = MPI_Ibcast(c.data, c.count, c.type, c.peer, mpi.comm(), &c.requests[1]);
+      if (next(MPI_Iallreduce(MPI_IN_PLACE, &c.failures, 1, MPI_INT, MPI_SUM, mpi.comm(), &r[0]))) {
+        next(MPI_Ibcast(c.data, c.count, c.type, c.peer, mpi.comm(), &r[1]));
+      }
       break;
     case Kind::kSend:  // the flag ahead of the data: one thread posts both, so they stay in order
-      code = MPI_Isend(&c.flag, kFlagBytes, MPI_BYTE, c.peer, c.tag, mpi.comm(), &c.requests[0]);
-      if (code == MPI_SUCCESS) code = MPI_Isend(c.data, c.count, c.type, c.peer, c.tag, mpi.comm(), &c.requests[1]);
+      if (next(MPI_Isend(&c.flag, kFlagBytes, MPI_BYTE, c.peer, c.tag, mpi.comm(), &r[0]))) {
+        next(MPI_Isend(c.data, c.count, c.type, c.peer, c.tag, mpi.comm(), &r[1]));
+      }
       break;
     case Kind::kRecv:
-      code = MPI_Irecv(&c.flag, kFlagBytes, MPI_BYTE, c.peer, c.tag, mpi.comm(), &c.requests[0]);
-      if (code == MPI_SUCCESS) code = MPI_Irecv(c.data, c.count, c.type, c.peer, c.tag, mpi.comm(), &c.requests[1]);
+      if (next(MPI_Irecv(&c.flag, kFlagBytes, MPI_BYTE, c.peer, c.tag, mpi.comm(), &r[0]))) {
+        next(MPI_Irecv(c.data, c.count, c.type, c.peer, c.tag, mpi.comm(), &r[1]));
+      }
       break;
   }
+  const std::span<const MPI_Request> requests(r, static_cast<std::size_t>(started));
   if (code != MPI_SUCCESS) {
-    complete(std::move(call), code);
+    mpi.when_complete(requests,
+                      [raw = call.release(), code](int) { complete(std::unique_ptr<CommunicatorCall>(raw), code); });
     return;
   }
-  const std::array<MPI_Request, 2> requests = c.requests;
   mpi.when_complete(requests,
                     [raw = call.release()](int result) { finish(std::unique_ptr<CommunicatorCall>(raw), result); });
 }
+
+// The op function's hold on its call. The other ranks start their side of the communication whatever happens here, so
+// an op destroyed without running (its push failed, or the engine cancelled it) still takes part, in its ticket's
+// place, on scratch memory and with this rank's failure flag: the other ranks' outputs then carry the error, and the
+// collectives pushed after it keep their pairing.
+struct TakePartUnrun {
+  void operator()(CommunicatorCall* call) const noexcept {
+    if (call->started) {
+      delete call;
+      return;
+    }
+    call->started = true;
+    MpiExecutor& mpi = *call->mpi;
+    call->flag.set(mpi.rank(), "its communication op did not run (cancelled, or its push failed)");
+    prepare(*call, /*unrun=*/true);  // an allocation failure here terminates: the other ranks would wait for ever
+    auto take_part = [&mpi, raw = call] { start(mpi, std::unique_ptr<CommunicatorCall>(raw)); };
+    if (call->collective()) {
+      mpi.post_in_order(call->ticket, std::move(take_part));
+    } else {
+      mpi.post(std::move(take_part));
+    }
+  }
+};
+using HeldCall = std::unique_ptr<CommunicatorCall, TakePartUnrun>;
 
 }  // namespace
 
@@ -180,6 +208,13 @@ void Communicator::check_rank(int rank, const char* what) const {
   if (rank < 0 || rank >= size()) {
     throw Error(std::string("Communicator: ") + what + " " + std::to_string(rank) +
                 " is not a rank of a communicator of " + std::to_string(size()));
+  }
+}
+
+void Communicator::check_tag(int tag, const char* call) const {
+  if (tag < 0 || tag > mpi_->tag_limit()) {
+    throw Error(std::string("Communicator::") + call + ": tag " + std::to_string(tag) + " is outside [0, " +
+                std::to_string(mpi_->tag_limit()) + "] (MPI_TAG_UB)");
   }
 }
 
@@ -220,7 +255,7 @@ void Communicator::Broadcast(const HostRegion& region, int root, OpName name) {
 
 void Communicator::Send(const HostRegion& region, int dest, int tag, OpName name) {
   check_rank(dest, "Send: destination");
-  if (tag < 0) throw Error("Communicator::Send: tag " + std::to_string(tag) + " is negative");
+  check_tag(tag, "Send");
   auto call = std::make_unique<CommunicatorCall>(
       CommunicatorCall{.kind = CommunicatorCall::Kind::kSend, .region = region, .peer = dest, .tag = tag});
   call->count = count_of(region.bytes(), 1, "Send");
@@ -229,7 +264,7 @@ void Communicator::Send(const HostRegion& region, int dest, int tag, OpName name
 
 void Communicator::Recv(const HostRegion& region, int source, int tag, OpName name) {
   check_rank(source, "Recv: source");
-  if (tag < 0) throw Error("Communicator::Recv: tag " + std::to_string(tag) + " is negative");
+  check_tag(tag, "Recv");
   auto call = std::make_unique<CommunicatorCall>(
       CommunicatorCall{.kind = CommunicatorCall::Kind::kRecv, .region = region, .peer = source, .tag = tag});
   call->count = count_of(region.bytes(), 1, "Recv");
@@ -247,11 +282,12 @@ void Communicator::push(std::unique_ptr<CommunicatorCall> call, bool reads, OpNa
   call->mpi = mpi_;
   if (call->collective()) call->ticket = mpi_->take_ticket();
   PushOptions options{.context = {.executor = index_}, .name = std::move(name), .no_skip = true};
-  // If the push throws, the function is destroyed unrun, and its hold forfeits the ticket.
+  // If the push throws, the function is destroyed unrun, and its hold takes part on scratch memory (TakePartUnrun).
   auto fn = [call = HeldCall(call.release())](const RunContext& ctx, Completion done) mutable {
     MpiExecutor& mpi = MpiExecutor::of(ctx.executor);
     describe(ctx.input_error, mpi.rank(), call->flag);
     call->input_error = call->flag.failed();
+    prepare(*call, /*unrun=*/false);  // may throw (out of memory): the op then fails, and its hold takes part
     call->done.emplace(done);
     call->started = true;
     std::unique_ptr<CommunicatorCall> owned(call.release());

@@ -27,19 +27,22 @@
 // second all-reduce of one int beside it otherwise); only when the count is not 0 do the ranks exchange their errors'
 // flags (executors/mpi/rank_error.h, MpiExecutor::exchange_errors). A message carries its sender's flag ahead of it.
 // Then on every rank the collective's output variable (a message's receiver) carries a RemoteError naming the failing
-// rank and its error's message, which WaitForVar rethrows; later communication is unaffected. A failing MPI call is an
-// error of the op (std::runtime_error with MPI's message). A rank that dies ends the job (MPI aborts it); a rank that
-// cancels or skips its part (a CancelScope) leaves the others waiting, so these ops take no scope.
+// rank and its error's message, which WaitForVar rethrows (a broadcast's root only reads its variable: there the error
+// reaches WaitForAll); later communication is unaffected. An op that never runs on this rank (its push failed on this
+// rank only, or the engine cancelled it: EngineOptions::cancel_on_destruction) still takes part, on scratch memory,
+// flagged as failed, so the other ranks neither wait for it nor pair the next collective with it. A failing MPI call is
+// an error of the op (std::runtime_error with MPI's message); it is local, and the other ranks may then wait for the
+// part it did not start. A rank that dies ends the job (MPI aborts it). These ops take no CancelScope.
 //
 // Happens-before: writes to the memory made by ops that the communication op depends on are what it sends; its
 // writes (the reduced or received data) are visible to every op pushed later that uses its variable.
 // Thread safety: calls from any thread (collectives: one thread at a time, see above). Lifetime: the Communicator must
 // not outlive its engine; the memory must live until the op has completed (a wait on its variable), a Buffer is kept
-// by the op. Failure: misuse throws Error and pushes nothing. Not inside Engine::Capture (a replayed collective could
-// not keep its place in the order): Error.
-// Cost: one allocation per call (the op's state; a small all-reduce another, its packed copy) and the executor's post;
-// on the wire, MPI's call, with one more element (a small all-reduce: two copies of the data on the host) or a
-// one-int all-reduce beside it (a large one, a broadcast), or a 256-byte flag ahead of a message.
+// by the op. Failure: misuse throws Error and pushes nothing (checked before a collective takes its place). Not inside
+// Engine::Capture (a replayed collective could not keep its place in the order): Error. Cost: one allocation per call
+// (the op's state; a small all-reduce another, its packed copy) and the executor's post; on the wire, MPI's call, with
+// one more element (a small all-reduce: two copies of the data on the host) or a one-int all-reduce beside it (a large
+// one, a broadcast), or a 256-byte flag ahead of a message.
 #pragma once
 
 #include <mpi.h>
@@ -88,7 +91,12 @@ class HostRegion {
       : var_(var), data_(const_cast<void*>(data)), bytes_(bytes) {}
   // The whole block of `buffer`, or its first `bytes`. The block's address is taken when the op runs.
   HostRegion(const Buffer& buffer) : HostRegion(buffer, buffer.bytes()) {}  // NOLINT(google-explicit-constructor)
-  HostRegion(const Buffer& buffer, std::size_t bytes) : var_(buffer.var()), buffer_(buffer), bytes_(bytes) {}
+  // Throws Error if `bytes` exceeds the buffer's.
+  HostRegion(const Buffer& buffer, std::size_t bytes) : var_(buffer.var()), buffer_(buffer), bytes_(bytes) {
+    if (bytes > buffer.bytes()) {
+      throw Error("HostRegion: " + std::to_string(bytes) + " bytes of a buffer of " + std::to_string(buffer.bytes()));
+    }
+  }
 
   [[nodiscard]] Var var() const noexcept { return var_; }
   [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
@@ -127,9 +135,11 @@ class Communicator {
   // Copies root's region to every rank. A collective; reads region.var() on the root, mutates it elsewhere. Throws
   // Error for a root outside [0, size()).
   void Broadcast(const HostRegion& region, int root, OpName name = "broadcast");
-  // Sends region to rank `dest` with `tag` (>= 0); reads region.var(). Completes when MPI no longer needs the memory.
+  // Sends region to rank `dest` with `tag` (0 to executor().tag_limit(), else Error); reads region.var(). Completes
+  // when MPI no longer needs the memory.
   void Send(const HostRegion& region, int dest, int tag, OpName name = "send");
-  // Receives into region a message of exactly region.bytes() from rank `source` sent with `tag`; mutates region.var().
+  // Receives into region a message from rank `source` sent with `tag`; mutates region.var(). The message must not be
+  // longer than region.bytes() (MPI then fails the receive: an error of the op); a shorter one fills the front.
   void Recv(const HostRegion& region, int source, int tag, OpName name = "recv");
 
  private:
@@ -146,6 +156,7 @@ class Communicator {
                   OpName name);
   void push(std::unique_ptr<detail::CommunicatorCall> call, bool reads, OpName name);
   void check_rank(int rank, const char* what) const;
+  void check_tag(int tag, const char* call) const;
 
   Engine* engine_;       // not owned
   std::uint32_t index_;  // of the MpiExecutor in the engine's executors

@@ -149,6 +149,10 @@ class Executor {
   // Whether `axis` is one of this executor's streams, which it can make another of its streams wait for without the
   // host. Entries of a wait frontier on other axes must complete before the op is handed over.
   [[nodiscard]] virtual bool owns_axis(Axis /*axis*/) const noexcept { return false; }
+  // Whether DEPENGINE_ENGINE_TYPE=NaiveEngine may replace the executor with an inline one (engine.h): CPU executors
+  // whose ops may run on any thread. Not stream executors, nor an executor whose ops need a thread of its own (the MPI
+  // executor's progress thread).
+  [[nodiscard]] virtual bool inline_replaceable() const noexcept { return !issues_ahead(); }
   // How many axes the executor registered in start().
   [[nodiscard]] virtual std::size_t axis_count() const noexcept { return 0; }
   // A name for one of its axes, for traces: "d0 compute 1". By default the axis's own (to_string).

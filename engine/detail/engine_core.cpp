@@ -41,7 +41,8 @@ bool any_issues_ahead(const std::vector<std::unique_ptr<Executor>>& executors) n
 
 // DEPENGINE_ENGINE_TYPE=NaiveEngine (MXNet's switch for debugging): every CPU executor is replaced by an inline
 // executor, so each op runs on the thread that makes it ready, before the push returns when it is ready. Stream
-// executors stay. Unset or ThreadedEngine: the executors as given.
+// executors stay, and so do executors whose ops need a thread of their own (Executor::inline_replaceable). Unset or
+// ThreadedEngine: the executors as given.
 std::vector<std::unique_ptr<Executor>> apply_engine_type(std::vector<std::unique_ptr<Executor>> executors) {
   const char* type = std::getenv("DEPENGINE_ENGINE_TYPE");
   if (type == nullptr || *type == '\0' || std::string_view(type) == "ThreadedEngine") return executors;
@@ -49,7 +50,7 @@ std::vector<std::unique_ptr<Executor>> apply_engine_type(std::vector<std::unique
     throw Error("DEPENGINE_ENGINE_TYPE='" + std::string(type) + "': expected NaiveEngine or ThreadedEngine");
   }
   for (auto& executor : executors) {
-    if (executor != nullptr && !executor->issues_ahead()) executor = std::make_unique<InlineExecutor>();
+    if (executor != nullptr && executor->inline_replaceable()) executor = std::make_unique<InlineExecutor>();
   }
   return executors;
 }

@@ -153,29 +153,53 @@ void MpiExecutor::require_progress_thread(const char* call) const {
 
 void MpiExecutor::when_complete(std::span<const MPI_Request> requests, Continuation then) {
   require_progress_thread("when_complete");
-  outstanding_.push_back(Outstanding{{requests.begin(), requests.end()}, std::move(then)});
+  keep(requests, std::move(then));
   if (!polling_) {
     polling_ = true;
     boost::asio::post(io_->context, [this] { poll(0); });
   }
 }
 
-// One round over the outstanding requests, completing those done; returns whether any was.
+// Adds a set of requests to poll. noexcept: requests lost to a failed allocation would leave MPI writing into memory
+// that their owners free, and every rank waiting.
+void MpiExecutor::keep(std::span<const MPI_Request> requests, Continuation then) noexcept {
+  outstanding_.push_back(Outstanding{{requests.begin(), requests.end()}, std::move(then)});
+}
+
+// One round over the outstanding requests, completing those done; returns whether any was. A set whose test reports
+// an error waits until none of its requests is pending (MPI may fail one while others still use their buffers), then
+// passes on the first error.
 bool MpiExecutor::test_round() noexcept {
   bool progress = false;
   for (std::size_t i = 0; i < outstanding_.size();) {
-    int done = 0;
     auto& entry = outstanding_[i];
-    const int code =
-        MPI_Testall(static_cast<int>(entry.requests.size()), entry.requests.data(), &done, MPI_STATUSES_IGNORE);
-    if (code == MPI_SUCCESS && done == 0) {
+    const int n = static_cast<int>(entry.requests.size());
+    statuses_.resize(entry.requests.size());  // kept across rounds: allocates only to grow
+    int done = 0;
+    const int code = MPI_Testall(n, entry.requests.data(), &done, statuses_.data());
+    if (code == MPI_ERR_IN_STATUS) {
+      bool pending = false;
+      for (const MPI_Status& status : statuses_) {
+        if (status.MPI_ERROR == MPI_ERR_PENDING) {
+          pending = true;
+        } else if (status.MPI_ERROR != MPI_SUCCESS && entry.error == MPI_SUCCESS) {
+          entry.error = status.MPI_ERROR;
+        }
+      }
+      done = pending ? 0 : 1;
+    } else if (code != MPI_SUCCESS) {
+      if (entry.error == MPI_SUCCESS) entry.error = code;
+      done = 1;
+    }
+    if (done == 0) {
       ++i;
       continue;
     }
     Continuation then = std::move(entry.then);
+    const int result = entry.error;
     outstanding_[i] = std::move(outstanding_.back());
     outstanding_.pop_back();
-    then(code);  // may add to outstanding_: this loop indexes, it holds no reference across the call
+    then(result);  // may add to outstanding_: this loop indexes, it holds no reference across the call
     progress = true;
   }
   return progress;
@@ -209,7 +233,7 @@ std::uint64_t MpiExecutor::take_ticket() noexcept {
 void MpiExecutor::start_in_order(std::uint64_t ticket, Start start) {
   require_progress_thread("start_in_order");
   if (ticket != next_start_) {
-    held_.emplace(ticket, std::move(start));
+    hold(ticket, std::move(start));
     return;
   }
   if (start) start();
@@ -220,12 +244,25 @@ void MpiExecutor::start_in_order(std::uint64_t ticket, Start start) {
   }
 }
 
-void MpiExecutor::forfeit(std::uint64_t ticket) {
-  if (io_ == nullptr) throw std::logic_error("MpiExecutor::forfeit before the executor was started");
+// Keeps an early ticket's start. noexcept: a start lost to a failed allocation would stop every later collective.
+void MpiExecutor::hold(std::uint64_t ticket, Start start) noexcept { held_.emplace(ticket, std::move(start)); }
+
+void MpiExecutor::post(Start start) {
+  if (io_ == nullptr) throw std::logic_error("MpiExecutor::post before the executor was started");
   posted_.fetch_add(1, std::memory_order_relaxed);  // relaxed: see poll()
-  boost::asio::post(io_->context, [this, ticket] {
+  boost::asio::post(io_->context, [this, start = std::move(start)]() mutable {
     posted_.fetch_sub(1, std::memory_order_relaxed);  // relaxed: see poll()
-    start_in_order(ticket, Start{});
+    start();
+    settle();
+  });
+}
+
+void MpiExecutor::post_in_order(std::uint64_t ticket, Start start) {
+  if (io_ == nullptr) throw std::logic_error("MpiExecutor::post_in_order before the executor was started");
+  posted_.fetch_add(1, std::memory_order_relaxed);  // relaxed: see poll()
+  boost::asio::post(io_->context, [this, ticket, start = std::move(start)]() mutable {
+    posted_.fetch_sub(1, std::memory_order_relaxed);  // relaxed: see poll()
+    start_in_order(ticket, std::move(start));
     settle();
   });
 }
@@ -238,6 +275,7 @@ void MpiExecutor::exchange_errors(std::uint64_t ticket, int failures, RankError&
     std::vector<MPI_Request> requests;
   };
   auto exchange = std::make_unique<Exchange>();
+  flag.sender = rank_;
   exchange->mine = flag;
   const int tag = static_cast<int>(ticket % (static_cast<std::uint64_t>(tag_limit_) + 1));
   constexpr int kBytes = static_cast<int>(sizeof(RankError));
@@ -253,17 +291,15 @@ void MpiExecutor::exchange_errors(std::uint64_t ticket, int failures, RankError&
     if (code != MPI_SUCCESS) break;
     code = MPI_Irecv(&from, kBytes, MPI_BYTE, MPI_ANY_SOURCE, tag, errors_, &exchange->requests.emplace_back());
   }
-  if (code != MPI_SUCCESS) {
-    then(code);
-    return;
-  }
+  if (code != MPI_SUCCESS) exchange->requests.pop_back();  // the one that failed to start
+  // Even after a failed start, the messages that did start are waited for: their buffers are the exchange's.
   const std::vector<MPI_Request> requests = exchange->requests;
-  when_complete(requests, [raw = exchange.release(), &flag, then = std::move(then)](int result) mutable {
+  keep(requests, [raw = exchange.release(), &flag, code, then = std::move(then)](int result) mutable {
     const std::unique_ptr<Exchange> done(raw);
     for (const RankError& from : done->theirs) {
-      if (from.rank < flag.rank) flag = from;
+      if (from.precedes(flag)) flag = from;
     }
-    then(result);
+    then(code != MPI_SUCCESS ? code : result);
   });
 }
 

@@ -8,8 +8,8 @@
 // outstanding requests (MPI_Testall): no engine worker ever blocks in MPI. distributed/communicator.h builds the
 // common collectives and messages on this.
 //
-// Threading level. Every MPI call of the executor is made on its progress thread, except MPI_Comm_dup in the
-// constructor and MPI_Comm_free in the destructor, which run on the calling thread.
+// Threading level. Every MPI call of the executor is made on its progress thread, except those of the constructor
+// (MPI_Comm_dup and queries) and the destructor (MPI_Comm_free), which run on the calling thread, and error_string().
 // So MPI must be initialised with at least MPI_THREAD_SERIALIZED, and while the executor lives the application makes
 // no MPI call of its own concurrently with it (MPI_THREAD_MULTIPLE lifts that, and is needed for two MpiExecutors
 // in one process). The constructor checks the level.
@@ -20,9 +20,11 @@
 // ticket has not started. Local compute is never held back, only the starts of later collectives; they stay in flight
 // together once started.
 //
-// Thread safety: take_ticket() and forfeit() from any thread; when_complete(), start_in_order() and
+// Thread safety: take_ticket(), post_in_order() and post() from any thread; when_complete(), start_in_order() and
 // exchange_errors() only on the progress thread (inside an op's function or a continuation; they throw
 // std::logic_error elsewhere). Executor methods as executor.h says.
+// Failure on the progress thread: an allocation that fails there (keeping requests, holding a start back) terminates
+// the process, since the requests it would lose track of would leave every rank waiting.
 // Ownership: duplicates the communicator twice (MPI_Comm_dup: one for the ops, one for error exchanges) and frees the
 // duplicates when destroyed; the engine owns the
 // executor. Failure: an MPI call that fails reports its error code to the continuation (the duplicate's error handler
@@ -84,24 +86,33 @@ class MpiExecutor final : public Executor {
   // Ops run only on the progress thread (every MPI call is made there), so a waiting thread cannot help.
   [[nodiscard]] bool try_help() noexcept override { return false; }
   void stop() noexcept override;
+  // Its ops need the progress thread: DEPENGINE_ENGINE_TYPE=NaiveEngine keeps it.
+  [[nodiscard]] bool inline_replaceable() const noexcept override { return false; }
 
-  // Progress thread: calls `then` once every request of `requests` (copied; they stay the executor's) has completed.
+  // Progress thread: calls `then` once every request of `requests` (copied; they stay the executor's) has completed,
+  // with MPI_SUCCESS or the first error a request completed with.
   void when_complete(std::span<const MPI_Request> requests, Continuation then);
 
   // Any thread: the next collective ticket (0, 1, 2, ...). Every ticket taken must be passed to start_in_order() or
-  // forfeit() exactly once, or later collectives never start.
+  // post_in_order() exactly once, or later collectives never start.
   [[nodiscard]] std::uint64_t take_ticket() noexcept;
-  // Progress thread: runs `start` once every earlier ticket has started or been forfeited (at once if they have).
+  // Progress thread: runs `start` once every earlier ticket has started (at once if they have). An empty `start` only
+  // passes the ticket.
   void start_in_order(std::uint64_t ticket, Start start);
-  // Any thread: gives up `ticket`, whose collective will not be started (its push failed).
-  void forfeit(std::uint64_t ticket);
+  // Any thread: start_in_order(ticket, start), posted to the progress thread.
+  void post_in_order(std::uint64_t ticket, Start start);
+  // Any thread: runs `start` on the progress thread.
+  void post(Start start);
+  // The largest tag MPI accepts on comm() (MPI_TAG_UB, at least 32767).
+  [[nodiscard]] int tag_limit() const noexcept { return tag_limit_; }
 
   // Progress thread: the error exchange of a collective (ticket `ticket`) that found `failures` > 0 ranks failing, this
   // one among them if flag.failed(). A failing rank sends its flag to every other rank, every rank receives the
-  // others' flags, and `flag` is left holding the lowest failing rank's; then `then` runs (with MPI's code). The
-  // messages travel on a communicator of their own, tagged with the ticket, so they never meet user traffic or another
-  // collective's. Every rank calls it for the same collective (they all learned `failures` from it). `flag` must live
-  // until `then` runs.
+  // others' flags, and `flag` is left holding the one naming the lowest rank (ties: the lowest sender), the same on
+  // every rank; then `then` runs (with MPI's code). The messages travel on a communicator of their own, tagged with the
+  // ticket modulo tag_limit() + 1, so they never meet user traffic, nor another collective's exchange unless the two
+  // are that many tickets apart and in flight at once. Every rank calls it for the same collective (they all learned
+  // `failures` from it). `flag` must live until `then` runs.
   void exchange_errors(std::uint64_t ticket, int failures, RankError& flag, Continuation then);
 
   // MPI's message for an error code.
@@ -111,11 +122,14 @@ class MpiExecutor final : public Executor {
   struct Outstanding {
     std::vector<MPI_Request> requests;
     Continuation then;
+    int error = MPI_SUCCESS;  // the first error a request completed with, while others are still pending
   };
   struct Io;  // the io_context, its work guard and thread
 
   void run(Task& task) noexcept;
   void settle() noexcept;
+  void keep(std::span<const MPI_Request> requests, Continuation then) noexcept;
+  void hold(std::uint64_t ticket, Start start) noexcept;
   [[nodiscard]] bool test_round() noexcept;
   void poll(int idle_rounds) noexcept;
   void require_progress_thread(const char* call) const;
@@ -136,9 +150,10 @@ class MpiExecutor final : public Executor {
   // Progress thread only:
   TaskList local_;  // ops made ready on the progress thread, run before it returns to the io_context
   std::vector<Outstanding> outstanding_;
+  std::vector<MPI_Status> statuses_;     // test_round()'s scratch
   bool polling_ = false;                 // a poll round is posted
   std::uint64_t next_start_ = 0;         // the ticket to start next
-  std::map<std::uint64_t, Start> held_;  // tickets that arrived early, with their starts (empty: forfeited)
+  std::map<std::uint64_t, Start> held_;  // tickets that arrived early, with their starts (empty: passed)
 };
 
 }  // namespace depengine

@@ -19,14 +19,19 @@ namespace depengine {
 
 struct RankError {
   static constexpr std::int32_t kNone = std::numeric_limits<std::int32_t>::max();  // no rank failed
-  static constexpr std::size_t kTextBytes = 248;
+  static constexpr std::size_t kTextBytes = 244;
 
   std::int32_t rank = kNone;  // the failing rank, or kNone
+  std::int32_t sender = 0;    // the rank that sent this flag (a flag may name another rank, whose error flowed on)
   std::uint32_t length = 0;   // bytes of text used
   char text[kTextBytes] = {};
 
   [[nodiscard]] bool failed() const noexcept { return rank != kNone; }
   [[nodiscard]] std::string_view message() const noexcept { return {text, length}; }
+  // The order every rank picks the same flag by: the lowest failing rank, then the lowest sender.
+  [[nodiscard]] bool precedes(const RankError& other) const noexcept {
+    return rank != other.rank ? rank < other.rank : sender < other.sender;
+  }
   // Marks `failing_rank` as failed with `message` (cut to kTextBytes).
   void set(std::int32_t failing_rank, std::string_view message) noexcept {
     rank = failing_rank;

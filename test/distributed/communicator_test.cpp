@@ -120,6 +120,64 @@ TEST_CASE("collectives start in push order on every rank, whatever order their i
   }
 }
 
+TEST_CASE("random mixes of compute, all-reduces and broadcasts match a serial run of every rank", "[distributed]") {
+  for (std::uint64_t seed : test::test_seeds()) {
+    MPI_Bcast(&seed, 1, MPI_UINT64_T, 0, MPI_COMM_WORLD);  // one program on every rank, delays of its own
+    CAPTURE(seed);
+    std::mt19937_64 program(seed);
+    std::mt19937_64 delays(seed ^ (0x9e3779b97f4a7c15ULL * static_cast<std::uint64_t>(world_rank() + 1)));
+    const int ranks = world_size();
+    const int me = world_rank();
+    constexpr std::size_t kVars = 6;
+    const std::size_t ops = test::sized(120, 40, 60);
+    Engine engine(options());
+    Communicator world(engine, kComm);
+    // Each variable's data on this rank, and the serial model of every rank's.
+    std::vector<Var> vars(kVars);
+    std::vector<std::vector<std::uint64_t>> data(kVars);
+    std::vector<std::vector<std::vector<std::uint64_t>>> model(static_cast<std::size_t>(ranks),
+                                                               std::vector<std::vector<std::uint64_t>>(kVars));
+    for (std::size_t v = 0; v < kVars; ++v) {
+      vars[v] = engine.NewVariable();
+      const std::size_t length = 1 + program() % (v % 2 == 0 ? 8 : 4000);  // packed and unpacked all-reduces
+      data[v].assign(length, 1);
+      for (auto& r : model) r[v].assign(length, 1);
+    }
+    for (std::size_t k = 0; k < ops; ++k) {
+      const std::size_t v = program() % kVars;
+      const std::uint64_t choice = program() % 4;
+      if (choice <= 1) {  // compute on every rank, different on each (unsigned: wraps, as the model does)
+        const std::uint64_t salt = k;
+        const auto delay = std::chrono::microseconds(delays() % 200);
+        engine.Push(
+            [&data, v, salt, me, delay] {
+              std::this_thread::sleep_for(delay);  // the compute's length, different on every rank
+              for (auto& x : data[v]) x = x * 3 + static_cast<std::uint64_t>(me) + salt;
+            },
+            {}, {vars[v]});
+        for (int r = 0; r < ranks; ++r) {
+          for (auto& x : model[static_cast<std::size_t>(r)][v]) x = x * 3 + static_cast<std::uint64_t>(r) + salt;
+        }
+      } else if (choice == 2) {
+        world.AllReduceSum<std::uint64_t>({vars[v], data[v].data(), data[v].size() * sizeof(std::uint64_t)});
+        for (std::size_t i = 0; i < data[v].size(); ++i) {
+          std::uint64_t sum = 0;
+          for (const auto& r : model) sum += r[v][i];
+          for (auto& r : model) r[v][i] = sum;
+        }
+      } else {
+        const int root = static_cast<int>(program() % static_cast<std::uint64_t>(ranks));
+        world.Broadcast({vars[v], data[v].data(), data[v].size() * sizeof(std::uint64_t)}, root);
+        for (auto& r : model) r[v] = model[static_cast<std::size_t>(root)][v];
+      }
+    }
+    engine.WaitForAll();
+    std::size_t wrong = 0;
+    for (std::size_t v = 0; v < kVars; ++v) wrong += data[v] == model[static_cast<std::size_t>(me)][v] ? 0 : 1;
+    CHECK(wrong == 0);
+  }
+}
+
 // What WaitForVar(var) rethrows on this rank: a rank whose own op failed keeps its own error (a variable keeps its
 // first error); every other rank gets a RemoteError naming `failing`.
 void check_poisoned(Engine& engine, Var var, int rank, int failing, const std::string& message) {
@@ -190,6 +248,42 @@ TEST_CASE("an input error on one rank poisons the collective's output on every r
     check_poisoned(engine, var, world.rank(), 0, "loss is NaN");
     if (world.rank() != 1) check_poisoned(engine, copied, /*rank=*/1, /*failing=*/0, "loss is NaN");
   }
+}
+
+TEST_CASE("a collective whose push failed on one rank still takes part there, flagged as failed", "[distributed]") {
+  Engine engine(options());
+  Communicator world(engine, kComm);
+  std::vector<double> grad(8, 1.0);
+  const Var var = engine.NewVariable();
+  const int refusing = world.size() - 1;
+  if (world.rank() == refusing) {
+    CHECK_THROWS_AS(world.AllReduceSum<double>({Var{}, grad.data(), grad.size() * sizeof(double)}), Error);
+  } else {
+    world.AllReduceSum<double>({var, grad.data(), grad.size() * sizeof(double)});
+    check_poisoned(engine, var, world.rank(), refusing,
+                   "its communication op did not run (cancelled, or its push failed)");
+  }
+  // The next collective pairs with the next on every rank.
+  std::fill(grad.begin(), grad.end(), 1.0);
+  world.AllReduceSum<double>({var, grad.data(), grad.size() * sizeof(double)});
+  engine.WaitForVar(var);
+  CHECK(grad[0] == static_cast<double>(world.size()));
+}
+
+TEST_CASE("a message longer than its receiver's region fails the receive with MPI's error", "[distributed]") {
+  Engine engine(options());
+  Communicator world(engine, kComm);
+  std::vector<double> out(4, 1.0);
+  std::vector<double> in(2, 0.0);
+  const Var sent = engine.NewVariable();
+  const Var received = engine.NewVariable();
+  if (world.rank() == 0) world.Send({sent, out.data(), out.size() * sizeof(double)}, 1, /*tag=*/5);
+  if (world.rank() == 1) {
+    world.Recv({received, in.data(), in.size() * sizeof(double)}, 0, /*tag=*/5);
+    CHECK_THROWS_WITH(engine.WaitForVar(received), Catch::StartsWith("MPI_Irecv failed: ") &&
+                                                       Catch::Contains("truncated", Catch::CaseSensitive::No));
+  }
+  engine.WaitForAll();
 }
 
 TEST_CASE("broadcast copies the root's data to every rank", "[distributed]") {
@@ -324,7 +418,9 @@ TEST_CASE("misuse of the communicator is a clear error", "[distributed]") {
                     "Communicator: Broadcast: root " + std::to_string(world.size()) +
                         " is not a rank of a communicator of " + std::to_string(world.size()));
   CHECK_THROWS_WITH(world.Send({var, &x, sizeof(x)}, -1, 0), Catch::Contains("destination -1 is not a rank"));
-  CHECK_THROWS_WITH(world.Recv({var, &x, sizeof(x)}, 0, -2), "Communicator::Recv: tag -2 is negative");
+  CHECK_THROWS_WITH(
+      world.Recv({var, &x, sizeof(x)}, 0, -2),
+      "Communicator::Recv: tag -2 is outside [0, " + std::to_string(world.executor().tag_limit()) + "] (MPI_TAG_UB)");
   CHECK_THROWS_WITH(world.AllReduceSum<double>({var, &x, 7}),
                     "Communicator::AllReduceSum: 7 bytes are not a whole number of 8-byte elements");
   CHECK_THROWS_WITH(engine.Capture([&] {
