@@ -48,22 +48,38 @@ function(depengine_library)
   set_property(GLOBAL APPEND PROPERTY DEPENGINE_INSTALL_TARGETS ${target})
 endfunction()
 
-# depengine_test(NAME <name> SOURCES ... LIBS ...): one Catch2 executable (linked with the shared main in
-# test/main.cpp), registered with CTest under <name>. Randomized tests read DEPENGINE_TEST_REPEAT (how many seeds to
-# run) from the environment; DEPENGINE_SANITIZER is passed to them as a definition so they can scale their work.
+# depengine_test(NAME <name> SOURCES ... LIBS ... [MPI]): one Catch2 executable, registered with CTest under <name>.
+# It is linked with the shared main in test/main.cpp; with MPI, with the MPI main (test/mpi_main.cpp) instead, and run
+# by depengine_mpirun_test (below) on 2 ranks (<name>_np2) and on 4 oversubscribed ranks (<name>_np4). Randomized tests
+# read DEPENGINE_TEST_REPEAT (how many seeds to run) from the environment; DEPENGINE_SANITIZER is passed to them as a
+# definition so they can scale their work.
 function(depengine_test)
-  cmake_parse_arguments(ARG "" "NAME" "SOURCES;LIBS" ${ARGN})
-  if(NOT TARGET depengine_test_main)
+  cmake_parse_arguments(ARG "MPI" "NAME" "SOURCES;LIBS" ${ARGN})
+  set(main depengine_test_main)
+  set(main_source main.cpp)
+  set(main_libs Catch2::Catch2)
+  if(ARG_MPI)
+    set(main depengine_test_mpi_main)
+    set(main_source mpi_main.cpp)
+    set(main_libs Catch2::Catch2 MPI::MPI_CXX)
+  endif()
+  if(NOT TARGET ${main})
     find_package(Catch2 REQUIRED)
-    add_library(depengine_test_main STATIC ${DEPENGINE_SOURCE_DIR}/test/main.cpp)
-    target_include_directories(depengine_test_main PRIVATE ${DEPENGINE_SOURCE_DIR})
-    target_link_libraries(depengine_test_main PUBLIC Catch2::Catch2)
+    add_library(${main} STATIC ${DEPENGINE_SOURCE_DIR}/test/${main_source})
+    target_include_directories(${main} PRIVATE ${DEPENGINE_SOURCE_DIR})
+    target_link_libraries(${main} PUBLIC ${main_libs})
   endif()
   add_executable(${ARG_NAME} ${ARG_SOURCES})
-  target_link_libraries(${ARG_NAME} PRIVATE depengine_test_main ${ARG_LIBS} depengine_warnings)
+  target_link_libraries(${ARG_NAME} PRIVATE ${main} ${ARG_LIBS} depengine_warnings)
   target_include_directories(${ARG_NAME} PRIVATE ${DEPENGINE_SOURCE_DIR})
   target_compile_definitions(${ARG_NAME} PRIVATE DEPENGINE_SANITIZER="${DEPENGINE_SANITIZER}")
-  add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
+  if(NOT ARG_MPI)
+    add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
+    return()
+  endif()
+  foreach(ranks 2 4)
+    depengine_mpirun_test(NAME ${ARG_NAME}_np${ranks} RANKS ${ranks} COMMAND $<TARGET_FILE:${ARG_NAME}>)
+  endforeach()
 endfunction()
 
 # depengine_mpirun_test(NAME <name> RANKS <n> COMMAND <program> [args...]): a CTest test that runs the program under
@@ -84,25 +100,6 @@ function(depengine_mpirun_test)
     list(APPEND environment "ASAN_OPTIONS=detect_leaks=0:abort_on_error=1")
   endif()
   set_tests_properties(${ARG_NAME} PROPERTIES ENVIRONMENT "${environment}" TIMEOUT 300)
-endfunction()
-
-# depengine_mpi_test(NAME <name> SOURCES ... LIBS ...): a Catch2 executable with the MPI main (test/mpi_main.cpp),
-# run by depengine_mpirun_test on 2 ranks (<name>_np2) and on 4 oversubscribed ranks (<name>_np4).
-function(depengine_mpi_test)
-  cmake_parse_arguments(ARG "" "NAME" "SOURCES;LIBS" ${ARGN})
-  if(NOT TARGET depengine_test_mpi_main)
-    find_package(Catch2 REQUIRED)
-    add_library(depengine_test_mpi_main STATIC ${DEPENGINE_SOURCE_DIR}/test/mpi_main.cpp)
-    target_include_directories(depengine_test_mpi_main PRIVATE ${DEPENGINE_SOURCE_DIR})
-    target_link_libraries(depengine_test_mpi_main PUBLIC Catch2::Catch2 MPI::MPI_CXX)
-  endif()
-  add_executable(${ARG_NAME} ${ARG_SOURCES})
-  target_link_libraries(${ARG_NAME} PRIVATE depengine_test_mpi_main ${ARG_LIBS} depengine_warnings)
-  target_include_directories(${ARG_NAME} PRIVATE ${DEPENGINE_SOURCE_DIR})
-  target_compile_definitions(${ARG_NAME} PRIVATE DEPENGINE_SANITIZER="${DEPENGINE_SANITIZER}")
-  foreach(ranks 2 4)
-    depengine_mpirun_test(NAME ${ARG_NAME}_np${ranks} RANKS ${ranks} COMMAND $<TARGET_FILE:${ARG_NAME}>)
-  endforeach()
 endfunction()
 
 # depengine_bench(NAME <name> SOURCES ... LIBS ...): one benchmark executable using bench/common/report.h.

@@ -1,4 +1,4 @@
-// The Catch2 main of the tests that run under mpirun (depengine_mpi_test in cmake/depengine.cmake): every rank runs
+// The Catch2 main of the tests that run under mpirun (depengine_test with MPI, cmake/depengine.cmake): every rank runs
 // the same test cases in the same order, between MPI_Init_thread and MPI_Finalize. MPI_THREAD_MULTIPLE, so that a test
 // may call MPI itself (a barrier, a broadcast of its seed) while an MpiExecutor's progress thread runs.
 #define CATCH_CONFIG_RUNNER

@@ -156,7 +156,8 @@ void MpiExecutor::when_complete(std::span<const MPI_Request> requests, Continuat
   keep(requests, std::move(then));
   if (!polling_) {
     polling_ = true;
-    boost::asio::post(io_->context, [this] { poll(0); });
+    last_progress_ = std::chrono::steady_clock::now();
+    boost::asio::post(io_->context, [this] { poll(); });
   }
 }
 
@@ -207,9 +208,10 @@ bool MpiExecutor::test_round() noexcept {
 
 // Polls while requests are outstanding: round after round in this handler, running the ops the completions made
 // ready in between (settle), until work posted from another thread waits in the io_context (then it re-posts itself
-// behind that work) or kIdlePolls rounds in a row completed nothing (then it yields its core first: MPI offers no
-// wake-up).
-void MpiExecutor::poll(int idle_rounds) noexcept {
+// behind that work) or nothing has completed for kSpin (then it yields its core first, and after every round: MPI
+// offers no wake-up).
+void MpiExecutor::poll() noexcept {
+  bool idle = false;
   for (;;) {
     const bool progress = test_round();
     settle();
@@ -217,12 +219,14 @@ void MpiExecutor::poll(int idle_rounds) noexcept {
       polling_ = false;
       return;
     }
-    idle_rounds = progress ? 0 : idle_rounds + 1;
+    const auto now = std::chrono::steady_clock::now();
+    if (progress) last_progress_ = now;
+    idle = now - last_progress_ >= kSpin;
     // relaxed: the count only decides when to step back into the io_context; the post itself publishes the work.
-    if (idle_rounds >= kIdlePolls || posted_.load(std::memory_order_relaxed) > 0) break;
+    if (idle || posted_.load(std::memory_order_relaxed) > 0) break;
   }
-  if (idle_rounds >= kIdlePolls) std::this_thread::yield();
-  boost::asio::post(io_->context, [this, idle_rounds] { poll(idle_rounds); });
+  if (idle) std::this_thread::yield();
+  boost::asio::post(io_->context, [this] { poll(); });
 }
 
 std::uint64_t MpiExecutor::take_ticket() noexcept {

@@ -31,12 +31,14 @@
 // is MPI_ERRORS_RETURN); a rank that dies takes the job down with it (MPI aborts), as MPI does.
 // Cost: a submit from another thread is one post to the io_context; ops made ready on the progress thread (a chain of
 // collectives on one variable) run there without one. Each poll round tests every outstanding set of requests, and
-// the poller keeps polling (yielding its core after kIdlePolls rounds without progress) while any is outstanding.
+// the poller keeps polling while any is outstanding, yielding its core between rounds once none has completed for
+// kSpin.
 #pragma once
 
 #include <mpi.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -61,8 +63,10 @@ class MpiExecutor final : public Executor {
   // A collective's start, run by start_in_order() on the progress thread; must not throw.
   using Start = support::SmallFunction<void(), 48>;
 
-  // Rounds of polling without progress before the poller yields its core between rounds.
-  static constexpr int kIdlePolls = 64;
+  // How long the poller polls without a completion before it yields its core between rounds (as the thread pool spins
+  // before parking: most small messages complete sooner, and a yield costs a system call, or a time slice when other
+  // threads are runnable).
+  static constexpr std::chrono::microseconds kSpin{50};
 
   // Duplicates `comm` (a collective: every rank of comm constructs its executor at the same point of its collectives
   // on comm). Throws std::logic_error if MPI is not initialised (or already finalised), or was initialised below
@@ -131,7 +135,7 @@ class MpiExecutor final : public Executor {
   void keep(std::span<const MPI_Request> requests, Continuation then) noexcept;
   void hold(std::uint64_t ticket, Start start) noexcept;
   [[nodiscard]] bool test_round() noexcept;
-  void poll(int idle_rounds) noexcept;
+  void poll() noexcept;
   void require_progress_thread(const char* call) const;
 
   MPI_Comm comm_ = MPI_COMM_NULL;    // owned: the duplicate the ops use
@@ -150,9 +154,10 @@ class MpiExecutor final : public Executor {
   // Progress thread only:
   TaskList local_;  // ops made ready on the progress thread, run before it returns to the io_context
   std::vector<Outstanding> outstanding_;
-  std::vector<MPI_Status> statuses_;     // test_round()'s scratch
-  bool polling_ = false;                 // a poll round is posted
-  std::uint64_t next_start_ = 0;         // the ticket to start next
+  std::vector<MPI_Status> statuses_;                       // test_round()'s scratch
+  bool polling_ = false;                                   // a poll round is posted
+  std::chrono::steady_clock::time_point last_progress_{};  // when a poll round last completed something
+  std::uint64_t next_start_ = 0;                           // the ticket to start next
   std::map<std::uint64_t, Start> held_;  // tickets that arrived early, with their starts (empty: passed)
 };
 
