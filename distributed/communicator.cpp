@@ -254,21 +254,23 @@ void Communicator::Broadcast(const HostRegion& region, int root, OpName name) {
 }
 
 void Communicator::Send(const HostRegion& region, int dest, int tag, OpName name) {
-  check_rank(dest, "Send: destination");
-  check_tag(tag, "Send");
-  auto call = std::make_unique<CommunicatorCall>(
-      CommunicatorCall{.kind = CommunicatorCall::Kind::kSend, .region = region, .peer = dest, .tag = tag});
-  call->count = count_of(region.bytes(), 1, "Send");
-  push(std::move(call), /*reads=*/true, std::move(name));
+  message(region, dest, tag, /*send=*/true, std::move(name));
 }
 
 void Communicator::Recv(const HostRegion& region, int source, int tag, OpName name) {
-  check_rank(source, "Recv: source");
-  check_tag(tag, "Recv");
-  auto call = std::make_unique<CommunicatorCall>(
-      CommunicatorCall{.kind = CommunicatorCall::Kind::kRecv, .region = region, .peer = source, .tag = tag});
-  call->count = count_of(region.bytes(), 1, "Recv");
-  push(std::move(call), /*reads=*/false, std::move(name));
+  message(region, source, tag, /*send=*/false, std::move(name));
+}
+
+// A send (reads the region) or a receive (mutates it), after checking the peer and the tag.
+void Communicator::message(const HostRegion& region, int peer, int tag, bool send, OpName name) {
+  const char* call_name = send ? "Send" : "Recv";
+  check_rank(peer, send ? "Send: destination" : "Recv: source");
+  check_tag(tag, call_name);
+  const auto kind = send ? CommunicatorCall::Kind::kSend : CommunicatorCall::Kind::kRecv;
+  auto call =
+      std::make_unique<CommunicatorCall>(CommunicatorCall{.kind = kind, .region = region, .peer = peer, .tag = tag});
+  call->count = count_of(region.bytes(), 1, call_name);
+  push(std::move(call), /*reads=*/send, std::move(name));
 }
 
 // Pushes the op: no_skip, so that a rank with an input error still takes part and sends its flag.

@@ -154,6 +154,7 @@ class Communicator {
   }
   void all_reduce(const HostRegion& region, std::size_t element_bytes, MPI_Datatype type, detail::FailureSlot slot,
                   OpName name);
+  void message(const HostRegion& region, int peer, int tag, bool send, OpName name);
   void push(std::unique_ptr<detail::CommunicatorCall> call, bool reads, OpName name);
   void check_rank(int rank, const char* what) const;
   void check_tag(int tag, const char* call) const;
