@@ -150,7 +150,7 @@ GraphInstance::GraphInstance(GraphPlan& planned_by)
     const GraphPlan::Join& planned = planned_by.joins()[j];
     GraphJoin& join = joins[j];
     join.owner_kind = kGraphJoin;
-    join.reset_wait(1);
+    join.reset_wait(GraphJoin::kGrants);
     join.use = VarUse{planned.var, &join, nullptr, planned.access, planned.tag};
     join.pending.store(planned.covers, std::memory_order_relaxed);  // relaxed: published with the instance
     join.instance = this;

@@ -80,9 +80,13 @@ struct alignas(64) GraphOp final : Task, OpNode {
 };
 static_assert(sizeof(GraphOp) == 64, "one line per op: workers running neighbours do not share one");
 
-// One of a replay's entries in a variable's queue (see Joins above). The queue grants its OpNode.
+// One of a replay's entries in a variable's queue (see Joins above). The queue grants its OpNode, which waits for two
+// grants: the queue's, and the replaying thread's once it has published the whole replay (a queue may grant an entry
+// as soon as it is linked: var_queue.h).
 struct GraphJoin final : OpNode {
+  static constexpr std::int32_t kGrants = 2;
   VarUse use;
+  bool linked = false;  // the replaying thread's: the entry waits in its queue (it was not granted at append)
   // The covered ops that have not completed yet; the one that takes it to zero completes the entry.
   std::atomic<std::int32_t> pending{0};
   GraphInstance* instance = nullptr;

@@ -54,17 +54,14 @@ const char* access_text(Access access) {
 class Builder {
  public:
   void visit(VarState& var) {
-    var.lock();
-    const VarUse* head = var.head_locked();
-    const std::int32_t reads = var.running_reads_locked();
-    if (head != nullptr) {
+    var.inspect([&](std::int32_t reads, const VarUse* first) {
+      if (first == nullptr) return;
       SeenVar seen{var.slot, reads, {}};
-      for (const VarUse* use = head; use != nullptr; use = use->next) {
+      for (const VarUse* use = first; use != nullptr; use = use->next) {
         seen.uses.emplace_back(see(use->op), use->access);
       }
       vars_.push_back(std::move(seen));
-    }
-    var.unlock();
+    });
   }
 
   std::string finish(std::size_t in_flight) {

@@ -43,35 +43,35 @@ void check_fences(const FenceList& fences, const char* field) {
   }
 }
 
-// Appends `op` to the queue of every variable it uses, all locks held at once (see var_queue.h), and sets its wait
-// counter to the grants still missing, ours included (op_node.h). Returns false, appending nothing, if a variable was
-// deleted since its handle was checked. DeleteVariable's op moves its variable's generation on while the lock is held,
-// so no push can slip in behind it. `ours_alone` tells whether no other party can grant the op (every use was granted
-// at append and it waits for no fence): our own grant is then the last, and needs no atomic operation.
-bool publish(OpRecord* op, bool& ours_alone) noexcept {
+// Appends `op` to the queue of every variable it uses, all locks held at once (see var_queue.h), its wait counter set
+// beforehand to every grant it waits for, ours included (op_node.h). Returns the grants given at append, which the
+// caller gives back with its own; or -1, appending nothing, if a variable was deleted since its handle was checked.
+// DeleteVariable's op moves its variable's generation on while the lock is held, so no push can slip in behind it.
+std::int32_t publish(OpRecord* op) noexcept {
   VarUse* const uses = op->uses;
   const std::uint32_t count = op->num_uses;
   for (std::uint32_t i = 0; i < count; ++i) uses[i].var->lock();
   bool alive = true;
   for (std::uint32_t i = 0; i < count && alive; ++i) {
     // relaxed: generation is written only under this lock, which we hold.
-    alive = state_of(uses[i])->generation.load(std::memory_order_relaxed) == uses[i].tag;
+    alive = uses[i].var->generation.load(std::memory_order_relaxed) == uses[i].tag;
   }
+  std::int32_t granted = -1;
   if (alive) {
     if (op->deletes_var) {
-      VarState* var = state_of(uses[0]);
+      VarQueue* var = uses[0].var;
       // relaxed: under the lock, which every reader of generation that matters holds too.
       var->generation.store(var->generation.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
-    std::int32_t missing = op->waits_fences ? 1 : 0;  // the wait fences give one grant, when the last is reached
+    // + 1 for the wait fences, given when the last is reached; + 1 for our own grant, given after the unlocks.
+    op->reset_wait(static_cast<std::int32_t>(count) + (op->waits_fences ? 1 : 0) + 1);
+    granted = 0;
     for (std::uint32_t i = 0; i < count; ++i) {
-      if (!uses[i].var->append_locked(uses[i])) ++missing;
+      if (uses[i].var->append_locked(uses[i])) ++granted;
     }
-    ours_alone = missing == 0;
-    op->reset_wait(missing + 1);  // + 1: our own grant, given after the unlocks
   }
   for (std::uint32_t i = 0; i < count; ++i) uses[i].var->unlock();
-  return alive;
+  return granted;
 }
 
 }  // namespace
@@ -145,8 +145,8 @@ void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const
 void EngineCore::submit_new(OpRecord* op, const char* api) {
   if (!in_flight_.admit(op->internal || t_running.engine == this)) [[unlikely]]
     refuse_closed(op, api);
-  bool ours_alone = false;
-  if (!publish(op, ours_alone)) {
+  const std::int32_t granted = publish(op);
+  if (granted < 0) {
     in_flight_.leave();
     op->recycle();
     throw Error(std::string(api) + ": a variable of the op was deleted (DeleteVariable) and may not be used again");
@@ -154,10 +154,10 @@ void EngineCore::submit_new(OpRecord* op, const char* api) {
   // Before our grant: the op cannot run (and retire) meanwhile.
   if (op->scope != nullptr) op->scope->op_pushed();
   if (op->waits_fences) arm_fence(op);
-  if (ours_alone) {
-    hand_on(op, nullptr);  // our grant is the only one missing: no other thread can hold the op
-  } else {
-    grant(op, nullptr);
+  if (granted == static_cast<std::int32_t>(op->num_uses) && !op->waits_fences) {
+    hand_on(op, nullptr);  // granted everywhere at append: no other thread can hold the op, nor touch its counter
+  } else if (op->grant(granted + 1)) {  // the grants at append and ours
+    hand_on(op, nullptr);
   }
 }
 

@@ -53,8 +53,8 @@ void EngineCore::replay(const Graph& graph) {
   instance->trace_ops = trace_.on() ? TraceRecorder::next_ops(count) : 0;
 
   // Publish, as a push does: every queue locked at once, the handles checked under the locks, then the appends. An op
-  // granted by a join at append is counted down here: no other thread can grant it until the locks are released (its
-  // other joins are locked, its predecessors have not run).
+  // granted by a join at append is counted down here: no other thread can grant it meanwhile (its other joins wait for
+  // our grant, given below; its predecessors have not run).
   const std::vector<GraphPlan::Join>& joins = plan->joins();
   TaskList ready;
   lock_joins(joins);
@@ -69,7 +69,8 @@ void EngineCore::replay(const Graph& graph) {
     std::uint32_t granted = 0;
     for (std::size_t j = 0; j < joins.size(); ++j) {
       GraphJoin& join = instance->joins[j];
-      if (!joins[j].var->append_locked(join.use)) continue;
+      join.linked = !joins[j].var->append_locked(join.use);
+      if (join.linked) continue;
       ++granted;
       const std::uint32_t* target = plan->targets(joins[j]);
       for (std::uint32_t t = joins[j].targets.begin; t < joins[j].targets.end; ++t, ++target) {
@@ -77,8 +78,8 @@ void EngineCore::replay(const Graph& graph) {
         if (op.take_grant_locked() == 0) ready.push_back(&op);
       }
     }
-    // relaxed: the later decrements come from threads that take one of these locks, or that the ops submitted below
-    // reach through their executors, after this store.
+    // relaxed: the later decrements come from the joins' grants, which the replaying thread gives below, or from the
+    // ops submitted below, after this store.
     instance->remaining.store(static_cast<std::uint32_t>(plan->retirers() + joins.size() - granted),
                               std::memory_order_relaxed);
   }
@@ -88,6 +89,11 @@ void EngineCore::replay(const Graph& graph) {
     plan->give_back(instance);
     in_flight_.leave(count);
     throw Error("Replay: a variable the graph uses was deleted (DeleteVariable) since the capture");
+  }
+  // Our grant of each join waiting in its queue: it may be routed now (its queue may have granted it already).
+  for (std::size_t j = 0; j < joins.size(); ++j) {
+    GraphJoin& join = instance->joins[j];
+    if (join.linked && join.grant()) route(&join, ready);
   }
   for (const std::uint32_t root : plan->roots()) ready.push_back(&instance->ops[root]);
   submit_in_priority_order(ready);
@@ -232,7 +238,7 @@ void EngineCore::grant_join(GraphJoin* join, TaskList& ready) noexcept {
   GraphInstance* instance = join->instance;
   const auto index = static_cast<std::size_t>(join - instance->joins.get());
   const GraphPlan::Join& planned = instance->plan.joins()[index];
-  join->reset_wait(1);  // for the next replay
+  join->reset_wait(GraphJoin::kGrants);  // for the next replay
   const std::uint32_t* target = instance->plan.targets(planned);
   for (std::uint32_t t = planned.targets.begin; t < planned.targets.end; ++t, ++target) {
     GraphOp& op = instance->ops[*target];

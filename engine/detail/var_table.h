@@ -25,20 +25,18 @@ namespace depengine::detail {
 // One variable: its queue plus what the engine keeps beside it. The queue comes first so that a VarUse's VarQueue*
 // converts back with a static_cast (state_of).
 //
-// Layout: one cache line per variable. Its writers are the pushers and completers of its ops, all under the queue's
-// lock (the lock, the queue, the generation) or ordered by the queue (the error), so the lock and what it guards share
-// the line; two variables never do, so ops on different variables (the independent workload) trade no line.
+// Layout: two cache lines per variable, the queue's (var_queue.h, Two cache lines): the pushers' line, which also
+// holds the generation (read by every push under the queue's lock), and the completers' line, which also holds the
+// error (read by every op that runs) and what is cold. Two variables never share a line, so ops on different
+// variables (the independent workload) trade no line.
 struct alignas(64) VarState : VarQueue {
-  // Moves on when DeleteVariable is pushed; handles made earlier are dead. Written under the queue's lock (or while
-  // the slot is free); relaxed loads elsewhere only detect misuse early.
-  std::atomic<std::uint32_t> generation{0};
   std::uint32_t slot = 0;  // its index in the table, for traces ("v<slot>"); immutable
   // The first error attached since the last clear. Ordered by the queue itself: written only by ops that mutate or
   // sync the variable (which run alone), read by any op that uses it (which runs after them).
   std::exception_ptr error;
   VarState* free_next = nullptr;  // guarded by VarTable::mutex_ while the slot is free
 };
-static_assert(sizeof(VarState) == 64, "a variable is one cache line (see Layout above)");
+static_assert(sizeof(VarState) == 128, "a variable is two cache lines (see Layout above)");
 
 [[nodiscard]] inline VarState* state_of(const VarUse& use) noexcept { return static_cast<VarState*>(use.var); }
 

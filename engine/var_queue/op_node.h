@@ -2,11 +2,11 @@
 //
 // An operation that uses k variables waits for one grant per variable queue, plus one held by the pushing thread until
 // the op has been appended to every queue (and its other bookkeeping is done), so that the op cannot start while it
-// is still being pushed. Grants given at append, while the pusher holds every queue's lock, are counted by the pusher
-// itself: it then sets the counter to the grants still missing (those of queues where the op waits, its own, and any
-// the engine adds), before it releases the locks, so no other thread can count down before the value is set. An op
-// granted everywhere at once is then the pusher's alone, with no atomic operation on its counter. Whoever takes the
-// count to zero owns the op's start: it is moved to a ReadyList and dispatched by that thread, never by two.
+// is still being pushed. The pusher sets the counter to all of them before it appends the op anywhere: a queue may
+// grant a waiting use as soon as it is linked, without the queue's lock (var_queue.h, the fast path). Grants given at
+// append are counted by the pusher itself and given back with its own in one decrement, after the appends; an op
+// granted everywhere at once is then the pusher's alone, and its counter is never touched by another thread. Whoever
+// takes the count to zero owns the op's start: it is moved to a ReadyList and dispatched by that thread, never by two.
 //
 // Happens-before: everything a granting thread did before its grant (in particular the completed predecessor's
 // writes, which happen before the predecessor's release) is visible to the thread that makes the final grant, and so
@@ -37,32 +37,35 @@ enum class Access : std::uint8_t { kRead, kWrite, kSync };
 struct VarUse {
   VarQueue* var = nullptr;  // not owned: the engine owns variables and keeps them alive while ops use them
   OpNode* op = nullptr;     // the op this use belongs to (its owner)
-  VarUse* next = nullptr;   // next waiting entry of var's queue; written only under var's lock
+  // The next waiting entry of var's queue: written under var's lock, and read by the queue's fast path without it,
+  // through atomic_ref (var_queue.h).
+  VarUse* next = nullptr;
   Access access = Access::kRead;
   std::uint32_t tag = 0;  // the owner's: the engine keeps the handle's generation here; the queue ignores it
 };
 
 class OpNode {
  public:
-  // Sets the number of grants still missing. Only by the pusher, before any other thread can grant the op: before it
-  // is appended to any queue, or while the pusher still holds the lock of every queue it was appended to.
+  // Sets the number of grants the op waits for. Only before any other thread can grant it: by its pusher, before it
+  // is appended to any queue (the pusher's own grant included).
   void reset_wait(std::int32_t grants) noexcept {
-    // relaxed: another thread grants the op only after taking the lock of a queue it waits in, which the pusher
-    // releases after this store, so the lock's release/acquire orders it.
+    // relaxed: the op is published by the release store that links it into a queue (or by its executor's hand-off),
+    // which a granter acquires before it decrements.
     wait_.store(grants, std::memory_order_relaxed);
   }
 
-  // Records one grant. Returns true to exactly one caller: the one whose grant completed the set.
-  [[nodiscard]] bool grant() noexcept {
+  // Records `grants` grants (the pusher gives those it counted at append with its own in one call). Returns true to
+  // exactly one caller: the one whose grant completed the set.
+  [[nodiscard]] bool grant(std::int32_t grants = 1) noexcept {
     // acq_rel: the release publishes this granter's history to the final granter; the acquire (which matters for
     // the final granter only) pairs with the release of every earlier grant, all in this counter's release sequence.
-    const std::int32_t before = wait_.fetch_sub(1, std::memory_order_acq_rel);
-    assert(before > 0 && "op granted more often than it waits");
-    return before == 1;
+    const std::int32_t before = wait_.fetch_sub(grants, std::memory_order_acq_rel);
+    assert(before >= grants && "op granted more often than it waits");
+    return before == grants;
   }
 
-  // Takes one grant off the count while no other thread can grant the op: by the pusher, holding the lock of every
-  // queue the op waits in, for a grant it counted itself (a use granted at append). Returns the grants still missing.
+  // Takes one grant off the count while no other thread can grant the op (a replayed op whose granting entries are
+  // all held by the replaying thread). Returns the grants still missing.
   std::int32_t take_grant_locked() noexcept {
     // relaxed: as reset_wait().
     const std::int32_t left = wait_.load(std::memory_order_relaxed) - 1;

@@ -5,31 +5,44 @@
 namespace depengine {
 
 bool VarQueue::append_locked(VarUse& use) noexcept {
-  use.next = nullptr;
-  if (use.access == Access::kRead && head_ == nullptr) {
-    ++running_reads_;
-    return true;
-  }
-  if (head_ == nullptr) {
-    head_ = tail_ = &use;  // a write heading the queue: runs once the reads before it are done
+  use.next = nullptr;  // not linked yet: nobody else reads it
+  if (tail_ == nullptr) {
+    if (use.access == Access::kRead) {
+      ++running_reads_;
+      return true;
+    }
+    first_ = tail_ = &use;  // an exclusive use heading the list: runs once the reads before it are done
     return running_reads_ == 0;
   }
-  tail_->next = &use;
+  // release: pairs with the acquire load in next_of(), so a fast path that sees the link sees `use` and its op's
+  // counter, which the pusher set before appending.
+  std::atomic_ref(tail_->next).store(&use, std::memory_order_release);
   tail_ = &use;
   return false;
 }
 
-void VarQueue::grant_front_reads(ReadyList& ready) noexcept {
-  while (head_ != nullptr && head_->access == Access::kRead) {
-    VarUse* read = head_;
-    head_ = read->next;
-    ++running_reads_;
-    grant(*read, ready);
+void VarQueue::complete(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept {
+  if (use.access != Access::kRead && signal == nullptr) {
+    VarUse* next = next_of(use);
+    if (next != nullptr && next->access != Access::kRead) {  // the fast path (see Two cache lines)
+      done_lock_.lock();
+      if (use.access == Access::kWrite) {
+        // relaxed load: only the holder of the variable's exclusivity changes version_. release store: pairs with
+        // the acquire in version(), publishing the mutation this counts.
+        version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+      }
+      // relaxed: read by lock_'s holders that the grants below order after this (first_locked()), and by inspect(),
+      // which holds done_lock_.
+      head_.store(next, std::memory_order_relaxed);
+      done_lock_.unlock();
+      grant(*next, ready);
+      return;
+    }
   }
-  if (head_ == nullptr) tail_ = nullptr;
+  complete_slow(use, signal, ready);
 }
 
-void VarQueue::complete(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept {
+void VarQueue::complete_slow(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept {
   lock_.lock();
   if (signal != nullptr) {
     assert(signals_ != nullptr && "complete() with a signal on a queue without signals (carry_signals)");
@@ -42,19 +55,38 @@ void VarQueue::complete(const VarUse& use, const VarSignal* signal, ReadyList& r
   }
   if (use.access == Access::kRead) {
     assert(running_reads_ > 0 && "read completed twice");
-    if (--running_reads_ == 0 && head_ != nullptr) grant(*head_, ready);
+    // first_ is the first node here: no fast path runs while reads do (see Two cache lines).
+    assert((tail_ == nullptr || first_locked() == first_) && "a fast path ran while reads were running");
+    if (--running_reads_ == 0 && tail_ != nullptr) grant(*first_, ready);
   } else {
-    assert(head_ == &use && running_reads_ == 0 && "write completed out of order");
+    assert(tail_ != nullptr && first_locked() == &use && running_reads_ == 0 && "write completed out of order");
     if (use.access == Access::kWrite) {
-      // relaxed load: only writers change version_, and they hold lock_. release store: pairs with the acquire in
-      // version(), publishing the mutation this counts.
+      // relaxed load and release store: as in complete().
       version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
     }
-    head_ = head_->next;
-    grant_front_reads(ready);
-    if (head_ != nullptr && running_reads_ == 0) grant(*head_, ready);
+    // relaxed: only the first node's completion writes head_, and that is us; inspect() cannot run while we hold
+    // lock_. Cleared only when set, so the completers' line is not written on every slow path.
+    if (head_.load(std::memory_order_relaxed) != nullptr) head_.store(nullptr, std::memory_order_relaxed);
+    grant_front_reads(use.next, ready);  // use.next is written only under lock_, which we hold
   }
   lock_.unlock();
+}
+
+// Grants the reads at the front of the list that starts at `front` (they leave it), then makes what remains the list:
+// its first node, an exclusive use, is granted if no read runs.
+void VarQueue::grant_front_reads(VarUse* front, ReadyList& ready) noexcept {
+  while (front != nullptr && front->access == Access::kRead) {
+    VarUse* read = front;
+    front = read->next;  // before the grant: the read's op may then run, but cannot complete while we hold lock_
+    ++running_reads_;
+    grant(*read, ready);
+  }
+  first_ = front;
+  if (front == nullptr) {
+    tail_ = nullptr;
+  } else if (running_reads_ == 0) {
+    grant(*front, ready);
+  }
 }
 
 }  // namespace depengine

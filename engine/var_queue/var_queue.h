@@ -4,35 +4,53 @@
 // read and write has completed and holds back every later use until it completes. This is MXNet's ThreadedVar
 // protocol, with the queue nodes embedded in the op records (VarUse) so that appending never allocates.
 //
-// State (all under lock_):
+// State:
 //
-//     running_reads_ = 2            head_                             tail_
+//     running_reads_ = 2            first node                        tail_
 //     (granted, not complete)       v                                 v
 //                                   [W1] -> [R3] -> [R4] -> [W5] -> [R6]
 //                                   first write: granted once running_reads_ is 0
 //
-//   - A read appended while head_ is null is granted at once (running_reads_ + 1); otherwise it waits in the list.
-//     (A grant at append is returned to the pusher, which counts it; grants at completion count down the op's wait
-//     counter. See append_locked().)
-//   - A write appended to an empty list becomes head_, granted at once if no read is running.
-//   - When the last running read completes, head_ (a write) is granted.
-//   - When the head write completes it is popped, the version moves on, and the reads now at the front are granted
-//     together and leave the list; if a write then heads the list and no read is running, it is granted.
+//   - A read appended while the list is empty is granted at once (running_reads_ + 1); otherwise it waits in the list.
+//     (A grant at append is returned to the pusher, which counts it itself. See append_locked().)
+//   - A write appended to an empty list becomes the first node, granted at once if no read is running.
+//   - When the last running read completes, the first node (a write) is granted.
+//   - When the first write completes it leaves the list, the version moves on, and the reads now at the front are
+//     granted together and leave the list; if a write then heads the list and no read is running, it is granted.
 //
-// Granted reads leave the list, so the list holds exactly the ops still waiting plus the granted head write.
+// Granted reads leave the list, so the list holds exactly the ops still waiting plus the granted first write.
+//
+// Two cache lines, one per side, so that a pusher running ahead of a chain and the thread completing it do not trade
+// a line per op:
+//   - the pushers' line: lock_, which pushers hold to append (and completions take on their slow path), the list's
+//     tail_, first_ (the first node as lock_'s holders know it), running_reads_, and the owner's generation;
+//   - the completers' line: done_lock_, head_ (the first node as the fast path moved it), and version_.
+// The fast path: an exclusive use (write or sync) that completes while another exclusive use is already linked behind
+// it hands over to that use under done_lock_ alone, without touching the pushers' line: the new first node goes to
+// head_, and first_ is left stale until a slow path, which holds lock_, sets the first node again (and clears head_).
+// The first node is head_ when head_ is set, else first_; every completion but the fast path takes lock_. Where the
+// list's start matters to lock_'s holders alone — a read completion granting the write that waits for it — no fast
+// path can have run since first_ was set: a write waits for reads only when it was appended behind them or a slow path
+// granted them, and no exclusive use is granted meanwhile.
+// The link from a node to the next is written by its pusher (a release store, under lock_) and read by the fast path
+// (an acquire load, without lock_), so a node can be granted as soon as it is linked: its pusher must hold a grant of
+// its own until it has finished publishing (op_node.h).
 //
 // Pushing an op that uses several variables appends it to all of them while holding all of their locks, taken in
 // one global order (ascending address): two-phase locking. So the order of ops on every variable is consistent with
 // one total order of pushes, and two threads pushing over the same variables can never order them oppositely on two
-// queues (MXNet could, and deadlocked). Completion takes one lock at a time and never nests.
+// queues (MXNet could, and deadlocked). A completion takes one lock at a time (done_lock_ on the fast path, lock_
+// otherwise) and never nests, so it cannot deadlock with a push; inspect() takes lock_, then done_lock_.
 //
-// Happens-before: a completing op's writes happen before its complete() releases lock_; the next op is granted
-// under lock_ and its wait counter carries that on (see op_node.h). So writes made by an op that mutates V are
-// visible to every op pushed later that reads or mutates V.
+// Happens-before: a completing op's writes happen before its complete() grants the next op, which its wait counter
+// carries on (see op_node.h); a grant at append carries them through lock_, which every completion that can leave the
+// list empty releases after its writes. So writes made by an op that mutates V are visible to every op pushed later
+// that reads or mutates V.
 //
 // Signals (docs/architecture.md §3). A stream op releases its uses when it is issued, long before its device work
 // completes, so each release may carry a signal: the (axis, epoch) entries that a later user must wait for on the
-// device or on the tracker. The queue keeps two, updated under lock_ by complete():
+// device or on the tracker. The queue keeps two, updated under lock_ by complete() (a completion with a signal never
+// takes the fast path):
 //   - the write signal: the signal of the last exclusive use (write or sync). Every later use must wait for it.
 //   - the reads signal: the merged signals of the reads released since then. The next exclusive use waits for them.
 // A read that is granted reads the write signal; an exclusive use reads both (merge_wait_signal()). Both
@@ -41,17 +59,18 @@
 // An exclusive use that releases with an empty signal (a CPU op, which ran after everything it waited for had
 // completed) clears both. Signals are never written when an engine has no stream executor (complete() gets nullptr), so
 // they live out of line (two wait frontiers, some 530 bytes), allocated by carry_signals() only for engines that have
-// one: a CPU-only engine's queue is five words, and the engine keeps a variable on one cache line.
+// one: a CPU-only engine's queue fits its two lines, and so does the engine's whole variable.
 //
 // Thread safety: lock()/append_locked() by pushing threads, complete() by completing threads, concurrently.
-// Cost: one spinlock acquisition per append and per completion, O(1) work plus one grant per op it releases.
-// No allocation, except carry_signals() once per queue.
+// Cost: one spinlock acquisition per append and per completion, O(1) work plus one grant per op it releases. No
+// allocation, except carry_signals() once per queue.
 #pragma once
 
 #include <atomic>
 #include <cassert>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 
 #include "engine/frontier/frontier.h"
 #include "engine/var_queue/op_node.h"
@@ -75,14 +94,16 @@ class VarQueue {
   void unlock() noexcept { lock_.unlock(); }
 
   // Appends `use` and returns whether it is granted at once. A use granted at once does not count down its op's wait
-  // counter: the pusher counts such grants itself and sets the counter to the grants still missing while it still
-  // holds every queue's lock (op_node.h), so that an op whose uses are all granted at push costs no atomic operation
-  // on its counter. Requires lock() held.
+  // counter: the pusher counts such grants itself (op_node.h), so that an op whose uses are all granted at push costs
+  // no atomic operation on its counter. A use that waits may be granted by a completion as soon as it is linked, even
+  // before lock() is released (the fast path): its op's counter must already hold every grant the op waits for, the
+  // pusher's own included. Requires lock() held.
   [[nodiscard]] bool append_locked(VarUse& use) noexcept;
 
   // Records that `use` has completed (or, for a stream op, been issued): releases the ops it was holding back,
   // appending those made ready to `ready`. `signal` (null: none, the engine has no streams) is what later users must
-  // wait for (see Signals above). Takes the lock. `use` must be granted and not yet completed.
+  // wait for (see Signals above). Takes done_lock_, lock_ or both (see the fast path above). `use` must be granted and
+  // not yet completed.
   void complete(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;
 
   // Makes the queue keep signals (see Signals above): required before the first complete() with a signal. Call while
@@ -114,17 +135,24 @@ class VarQueue {
   }
 
   // True while no op uses or waits for the variable. Requires lock() held, or quiescence.
-  [[nodiscard]] bool idle_locked() const noexcept { return head_ == nullptr && running_reads_ == 0; }
+  [[nodiscard]] bool idle_locked() const noexcept { return tail_ == nullptr && running_reads_ == 0; }
 
-  // For a report of what ops wait for (the engine's in-flight report), with lock() held: the reads granted and not
-  // yet completed (they have left the list), and the first waiting use, the list linked through VarUse::next. The
-  // first is granted, and so holds the variable, when it is a write or sync use and no read is running.
-  [[nodiscard]] std::int32_t running_reads_locked() const noexcept { return running_reads_; }
-  [[nodiscard]] const VarUse* head_locked() const noexcept { return head_; }
+  // For a report of what ops wait for (the engine's in-flight report): calls visit(reads, first) with both locks held,
+  // where `reads` is the number of reads granted and not yet completed (they have left the list), and `first` the
+  // first waiting use, or null, the list linked through VarUse::next. The first is granted, and so holds the variable,
+  // when it is a write or sync use and no read is running. Holding both locks, nothing in the list can complete.
+  template <class Visit>
+  void inspect(Visit&& visit) {
+    const std::lock_guard push_side(lock_);
+    const std::lock_guard done_side(done_lock_);
+    visit(running_reads_, tail_ == nullptr ? static_cast<const VarUse*>(nullptr) : first_locked());
+  }
 
   // Returns an idle queue to its initial state (version 0), for a new variable that reuses it. Requires
   // idle_locked() and no concurrent append or complete (the engine recycles a slot only after its last op).
   void reset_idle() noexcept {
+    assert(head_.load(std::memory_order_relaxed) == nullptr &&
+           "an idle queue has no first node");  // relaxed: quiescent
     // relaxed: the queue is quiescent; whoever receives it next is handed it through the engine's variable-table
     // mutex, which orders this store before their first use.
     version_.store(0, std::memory_order_relaxed);
@@ -135,19 +163,46 @@ class VarQueue {
   static void grant(VarUse& use, ReadyList& ready) noexcept {
     if (use.op->grant()) ready.push_back(use.op);
   }
-  void grant_front_reads(ReadyList& ready) noexcept;
+  // The link from `use` to the next node: written by pushers under lock_, read by the fast path without it.
+  static VarUse* next_of(const VarUse& use) noexcept {
+    // acquire: pairs with the release store in append_locked(), so the linked node (and its op's counter, set by its
+    // pusher before the append) is visible to a fast path that grants it.
+    return std::atomic_ref(const_cast<VarUse*&>(use.next)).load(std::memory_order_acquire);
+  }
+  // The list's first node, while it is not empty (see the fast path above). Requires lock_ held.
+  [[nodiscard]] VarUse* first_locked() const noexcept {
+    // relaxed: head_ changes only at the completion of the first node, which the caller either is or follows through
+    // the grants that led to it (inspect() holds done_lock_ too, which the fast path writes under).
+    VarUse* head = head_.load(std::memory_order_relaxed);
+    return head != nullptr ? head : first_;
+  }
+  void complete_slow(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;
+  void grant_front_reads(VarUse* front, ReadyList& ready) noexcept;
 
+ public:
+  // The owner's: the engine numbers a variable slot's lives here (DeleteVariable moves it on; handles made earlier are
+  // dead). Written under lock() and read there by every push, so it lives on the pushers' line; relaxed loads
+  // elsewhere only detect misuse early.
+  std::atomic<std::uint32_t> generation{0};
+
+ private:
+  // The pushers' line (see Two cache lines above). lock_ guards running_reads_, first_ and tail_.
   support::Spinlock lock_;
-  std::int32_t running_reads_ = 0;  // granted reads not yet completed; all precede head_
-  VarUse* head_ = nullptr;          // first waiting use; if non-null it is a write or sync use
-  VarUse* tail_ = nullptr;
-  std::atomic<std::uint64_t> version_{0};  // written under lock_, read lock-free
+  std::int32_t running_reads_ = 0;  // granted reads not yet completed; all precede the first node
+  VarUse* first_ = nullptr;         // the first node, unless head_ is set; if non-null a write or sync use
+  VarUse* tail_ = nullptr;          // the last node; null exactly when the list is empty
   // See Signals above: written under lock_ by complete(), read by granted users. Null while the queue carries none.
   struct Signals {
     VarSignal write;  // the last exclusive use's
     VarSignal reads;  // merged, of the reads released since
   };
   std::unique_ptr<Signals> signals_;
+
+  // The completers' line. done_lock_ guards head_'s writes; version_ is written by the holder of the variable's
+  // exclusivity and read lock-free.
+  alignas(64) support::Spinlock done_lock_;
+  std::atomic<VarUse*> head_{nullptr};  // the first node as the fast path moved it, or null (then first_ is)
+  std::atomic<std::uint64_t> version_{0};
 };
 
 }  // namespace depengine

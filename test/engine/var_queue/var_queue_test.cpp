@@ -33,20 +33,20 @@ struct TestOp : OpNode {
     for (const auto& [queue, access] : list) uses.push_back(VarUse{queue, this, nullptr, access, 0});
   }
 
-  // Appends every use, sets the wait counter to the grants still missing (ours included) before the locks are
-  // released, and returns whether the op is ready once the pusher's grant is given.
+  // Sets the wait counter to every grant (ours included) before the first append, appends every use, and returns
+  // whether the op is ready once the grants at append and the pusher's are given.
   bool push() {
     std::vector<VarUse*> order;
     for (VarUse& use : uses) order.push_back(&use);
     std::sort(order.begin(), order.end(), [](const VarUse* a, const VarUse* b) { return a->var < b->var; });
     for (VarUse* use : order) use->var->lock();
-    std::int32_t missing = 0;
+    reset_wait(static_cast<std::int32_t>(order.size()) + 1);
+    std::int32_t at_append = 0;
     for (VarUse* use : order) {
-      if (!use->var->append_locked(*use)) ++missing;
+      if (use->var->append_locked(*use)) ++at_append;
     }
-    reset_wait(missing + 1);
     for (VarUse* use : order) use->var->unlock();
-    return grant();
+    return grant(at_append + 1);
   }
 };
 
@@ -181,6 +181,44 @@ TEST_CASE("VarQueue: writes are granted one at a time, in append order", "[var_q
   CHECK(complete(w2.uses[0]) == std::vector<OpNode*>{&w3});
   CHECK(complete(w3.uses[0]).empty());
   CHECK(q.version() == 3);
+}
+
+// The fast path (var_queue.h, Two cache lines): a write that completes with another exclusive use linked behind it
+// hands over without the pushers' lock, so a chain's completer and a pusher running ahead of it never meet on a line.
+// While a pusher holds the lock, having just linked an op, the completion grants that op — and the op's own counter,
+// which still holds its pusher's grant, keeps it from starting until the pusher has finished publishing it.
+TEST_CASE("VarQueue: a write hands over to the write linked behind it without the pushers' lock", "[var_queue]") {
+  VarQueue q;
+  TestOp w1{{&q, Access::kWrite}}, w2{{&q, Access::kWrite}}, r3{{&q, Access::kRead}};
+  REQUIRE(w1.push());
+
+  q.lock();  // w2's pusher, mid-publish: counter set, linked, lock still held
+  w2.reset_wait(2);
+  REQUIRE_FALSE(q.append_locked(w2.uses[0]));
+  std::atomic<bool> done{false};
+  std::vector<OpNode*> granted;
+  std::thread completer([&] {
+    granted = complete(w1.uses[0]);
+    done.store(true, std::memory_order_release);  // pairs with the acquire load below
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  const bool completed_while_locked = done.load(std::memory_order_acquire);
+  q.unlock();  // lets a completer that (wrongly) waits for the lock finish, so the thread can be joined
+  completer.join();
+  CHECK(completed_while_locked);
+  CHECK(granted.empty());  // the queue's grant was given, but the pusher's is still missing
+  CHECK(w2.grant());       // the pusher's: now w2 is ready
+  CHECK(q.version() == 1);
+
+  // A read behind the new first write takes the slow path when that write completes, which finds the list's start.
+  CHECK_FALSE(r3.push());
+  CHECK(complete(w2.uses[0]) == std::vector<OpNode*>{&r3});
+  CHECK(complete(r3.uses[0]).empty());
+  CHECK(idle(q));
+  CHECK(q.version() == 2);
 }
 
 TEST_CASE("VarQueue: a sync use orders like a write but leaves the version alone", "[var_queue]") {
