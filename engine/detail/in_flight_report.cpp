@@ -57,7 +57,7 @@ class Builder {
     var.inspect([&](std::int32_t reads, const VarUse* first) {
       if (first == nullptr) return;
       SeenVar seen{var.slot, reads, {}};
-      for (const VarUse* use = first; use != nullptr; use = use->next) {
+      for (const VarUse* use = first; use != nullptr; use = VarQueue::next_in_list(*use)) {
         seen.uses.emplace_back(see(use->op), use->access);
       }
       vars_.push_back(std::move(seen));

@@ -57,6 +57,7 @@ void EngineCore::replay(const Graph& graph) {
   // our grant, given below; its predecessors have not run).
   const std::vector<GraphPlan::Join>& joins = plan->joins();
   TaskList ready;
+  std::size_t linked = 0;  // joins that wait in their queues (not granted at append)
   lock_joins(joins);
   bool alive = true;
   for (std::size_t j = 0; j < joins.size() && alive; ++j) {
@@ -66,12 +67,13 @@ void EngineCore::replay(const Graph& graph) {
   if (alive) {
     // Numbered under the locks: replays of one graph take effect on its variables in the order of their numbers.
     instance->replay = plan->next_replay();
-    std::uint32_t granted = 0;
     for (std::size_t j = 0; j < joins.size(); ++j) {
       GraphJoin& join = instance->joins[j];
       join.linked = !joins[j].var->append_locked(join.use);
-      if (join.linked) continue;
-      ++granted;
+      if (join.linked) {
+        ++linked;
+        continue;
+      }
       const std::uint32_t* target = plan->targets(joins[j]);
       for (std::uint32_t t = joins[j].targets.begin; t < joins[j].targets.end; ++t, ++target) {
         GraphOp& op = instance->ops[*target];
@@ -80,8 +82,7 @@ void EngineCore::replay(const Graph& graph) {
     }
     // relaxed: the later decrements come from the joins' grants, which the replaying thread gives below, or from the
     // ops submitted below, after this store.
-    instance->remaining.store(static_cast<std::uint32_t>(plan->retirers() + joins.size() - granted),
-                              std::memory_order_relaxed);
+    instance->remaining.store(static_cast<std::uint32_t>(plan->retirers() + linked), std::memory_order_relaxed);
   }
   unlock_joins(joins);
   if (!alive) {
@@ -90,10 +91,14 @@ void EngineCore::replay(const Graph& graph) {
     in_flight_.leave(count);
     throw Error("Replay: a variable the graph uses was deleted (DeleteVariable) since the capture");
   }
-  // Our grant of each join waiting in its queue: it may be routed now (its queue may have granted it already).
-  for (std::size_t j = 0; j < joins.size(); ++j) {
+  // Our grant of each join waiting in its queue: it may be routed now (its queue may have granted it already). Once
+  // the last is given, the whole replay may run and retire on other threads, and a concurrent Replay of the graph take
+  // the instance again: nothing of it is read after that grant, unless `ready` or a root still holds it back.
+  for (std::size_t j = 0; linked > 0; ++j) {
     GraphJoin& join = instance->joins[j];
-    if (join.linked && join.grant()) route(&join, ready);
+    if (!join.linked) continue;
+    --linked;
+    if (join.grant()) route(&join, ready);
   }
   for (const std::uint32_t root : plan->roots()) ready.push_back(&instance->ops[root]);
   submit_in_priority_order(ready);

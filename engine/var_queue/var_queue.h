@@ -139,13 +139,21 @@ class VarQueue {
 
   // For a report of what ops wait for (the engine's in-flight report): calls visit(reads, first) with both locks held,
   // where `reads` is the number of reads granted and not yet completed (they have left the list), and `first` the
-  // first waiting use, or null, the list linked through VarUse::next. The first is granted, and so holds the variable,
-  // when it is a write or sync use and no read is running. Holding both locks, nothing in the list can complete.
+  // first waiting use, or null, the list linked through VarUse::next: walk it with next_in_list(). The first is
+  // granted, and so holds the variable, when it is a write or sync use and no read is running (a fast path may have
+  // granted it a moment before its grant reached the op's counter). Holding both locks, nothing in the list can
+  // complete; keep the visit short, since fast paths wait for it.
   template <class Visit>
   void inspect(Visit&& visit) {
     const std::lock_guard push_side(lock_);
     const std::lock_guard done_side(done_lock_);
     visit(running_reads_, tail_ == nullptr ? static_cast<const VarUse*>(nullptr) : first_locked());
+  }
+  // The use linked after `use` in the list, for inspect()'s visit.
+  [[nodiscard]] static const VarUse* next_in_list(const VarUse& use) noexcept {
+    // relaxed: under lock_, which every writer of a link holds; atomic only because a fast path may load the first
+    // node's link at the same time (next_of()), and an object reached through atomic_ref is accessed through it alone.
+    return std::atomic_ref(const_cast<VarUse*&>(use.next)).load(std::memory_order_relaxed);
   }
 
   // Returns an idle queue to its initial state (version 0), for a new variable that reuses it. Requires
