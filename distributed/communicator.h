@@ -100,8 +100,8 @@ class HostRegion {
 
   [[nodiscard]] Var var() const noexcept { return var_; }
   [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
-  // The memory: only inside an op that uses var() (a Buffer's block is known then).
-  [[nodiscard]] void* data() const noexcept { return buffer_.var().is_null() ? data_ : buffer_.data(); }
+  // The memory: only inside an op that uses var() (a Buffer's block is known, or taken, then: Buffer::data()).
+  [[nodiscard]] void* data() const { return buffer_.var().is_null() ? data_ : buffer_.data(); }
 
  private:
   Var var_;

@@ -29,11 +29,22 @@ void Buffer::Reservation::granted(ReserveWaiter& self, const PoolBlock& block, c
                                   std::exception_ptr error) noexcept {
   State* state = static_cast<Reservation&>(self).state;
   if (error == nullptr) {
-    state->block = block;
+    // relaxed: the completion below orders it before the variable's next op, as it does `death`.
+    state->data.store(block.data, std::memory_order_relaxed);
     state->death = death;
   }
   const Completion done = *state->reserved;  // a copy: the op may be recycled once it is called
   done(std::move(error));                    // throws only when called twice, which a pool never does
+}
+
+void* Buffer::State::take_on_use() {
+  void* mine = on_use->acquire(bytes, alignment, AcquireView{}).value().data;  // unbounded: always one
+  void* expected = nullptr;
+  // acq_rel: the release publishes the block's address to the acquire in data(); the acquire, on failure, reads the
+  // winner's block, published the same way.
+  if (data.compare_exchange_strong(expected, mine, std::memory_order_acq_rel)) return mine;
+  on_use->release(PoolBlock{mine, block_bytes}, DeathFrontier{});  // never touched: nothing to wait for
+  return expected;
 }
 
 Buffers::Buffers(Engine& engine, std::uint32_t executor, BuffersOptions options)
@@ -49,12 +60,12 @@ Buffers::Buffers(Engine& engine, std::uint32_t executor, BuffersOptions options)
   }
   if (executor_ == nullptr) {  // host memory, used by CPU ops only: every free happens after its users completed
     if (bounded_) order_.push_back(engine.NewVariable());
-    pools_.push_back(std::make_unique<MemoryPool>(std::make_unique<HostBlockSource>(),
+    pools_.push_back(std::make_shared<MemoryPool>(std::make_unique<HostBlockSource>(),
                                                   MemoryPoolOptions{.name = "host", .limit = options.limit}));
   } else {
     for (std::uint32_t device = 0; device < executor_->devices(); ++device) {
       if (bounded_) order_.push_back(engine.NewVariable());
-      pools_.push_back(std::make_unique<MemoryPool>(
+      pools_.push_back(std::make_shared<MemoryPool>(
           std::make_unique<DeviceBlockSource>(executor_->backend(), static_cast<int>(device)),
           MemoryPoolOptions{.name = "device " + std::to_string(device),
                             .limit = options.limit,
@@ -135,19 +146,22 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
         "before the capture and free them after the replays");
   }
   MemoryPool& from = pool(device);
-  if (bounded_) {
-    try {
-      (void)from.block_bytes(bytes, alignment_);
-    } catch (const std::exception& e) {
-      throw Error(std::string("Buffers::allocate: ") + e.what());
-    }
-  }
   Buffer buffer;
   buffer.state_ = std::make_shared<Buffer::State>();
   buffer.state_->bytes = bytes;
   buffer.state_->device = device;
+  try {
+    buffer.state_->block_bytes = from.block_bytes(bytes, alignment_);
+  } catch (const std::exception& e) {
+    throw Error(std::string("Buffers::allocate: ") + e.what());
+  }
   Engine& engine = this->engine();
   buffer.var_ = engine.NewVariable();
+  if (executor_ == nullptr && !bounded_) {  // host memory, taken by the first data() (see On a CPU executor)
+    buffer.state_->on_use = pools_[device];
+    buffer.state_->alignment = alignment_;
+    return buffer;
+  }
   PushOptions options;
   options.context = Context{.executor = executor_index_, .device = device, .stream_kind = kind, .stream = stream};
   options.name = "alloca";
@@ -170,20 +184,14 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
                 {buffer.var_}, options);
     return buffer;
   }
-  if (executor == nullptr) {
-    engine.Push(
-        [state = buffer.state_, &from, alignment, token = OpToken(*this)] {
-          state->block = from.acquire(state->bytes, alignment, AcquireView{}).value();  // unbounded: always one
-        },
-        {}, {buffer.var_}, options);
-    return buffer;
-  }
   engine.Push(
       [state = buffer.state_, &from, tracker = &executor->tracker(), alignment,
        token = OpToken(*this)](const RunContext& ctx) {
         const StreamPlacement& where = *ctx.stream;
         const AcquireView view{where.knowledge, tracker, where.wait, where.wait_context};
-        state->block = from.acquire(state->bytes, alignment, view).value();  // an unbounded pool always has one
+        // relaxed: the variable orders this op before every other user of the block.
+        state->data.store(from.acquire(state->bytes, alignment, view).value().data,  // unbounded: always one
+                          std::memory_order_relaxed);
       },
       {}, {buffer.var_}, options);
   return buffer;
@@ -202,12 +210,15 @@ void Buffers::deallocate(Buffer& buffer, std::int32_t stream, StreamKind kind) {
   engine().DeleteVariable(
       buffer.var_,
       [state = buffer.state_, &to, token = OpToken(*this)](const RunContext& ctx) {
-        if (state->block.data == nullptr) return;  // the allocation failed: nothing to give back
+        state->on_use = nullptr;  // a data() after the free takes nothing (misuse: the buffer is dead)
+        // relaxed: the variable orders this op after every other user of the block.
+        void* const data = state->data.load(std::memory_order_relaxed);
+        if (data == nullptr) return;  // never used, or the allocation failed: nothing to give back
         // A deletion mutates the variable, so its wait frontier holds the signals of every use since the last write and
         // of that write, whose own completion implies the uses before it: once these have completed, every user has.
         // Any stream that knows them, the one this deletion is issued on included, reuses the block at once.
         // On a CPU executor the deletion runs after its users completed: nothing to wait for (an empty frontier).
-        to.release(state->block, ctx.waits != nullptr ? *ctx.waits : DeathFrontier{});
+        to.release(PoolBlock{data, state->block_bytes}, ctx.waits != nullptr ? *ctx.waits : DeathFrontier{});
       },
       options);
   buffer = Buffer{};

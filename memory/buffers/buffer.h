@@ -26,19 +26,25 @@
 // limit runs here too, pipelined as far as the limit allows. One larger than the limit is an Error at once.
 // A free block of another size class is trimmed for a request only once its users have completed (on the tracker).
 //
-// On a CPU executor (a oneTBB pool, inline) the same calls give host memory for CPU ops: the alloca and dealloca are
-// ops on that executor, and a freed block is reused by the next allocation of its size class with no wait, since the
-// free ran after every user completed. Code written against Buffers so runs unchanged on CPU and on streams.
+// On a CPU executor (a oneTBB pool, inline) the same calls give host memory for CPU ops, and a freed block is reused
+// by the next allocation of its size class with no wait, since the free ran after every user completed. Code written
+// against Buffers so runs unchanged on CPU and on streams. There allocate() pushes nothing: the block is taken by the
+// first call of data(), inside the buffer's first op to run, so memory is committed when the work reaches it, not when
+// the pushing thread does (a pusher running many steps ahead would otherwise hold every step's memory at once). Its
+// free is an op on that executor, after every op pushed on the variable. Bounded CPU pools keep their reservation op
+// (below), granted in push order.
 //
 // Thread safety: Buffers may be used from any thread, concurrently; a Buffer is a value whose copies name one buffer.
 // Lifetime: Buffers and its engine may be destroyed in either order, unwinding included. ~Buffers waits for the
 // allocations and frees it pushed to finish (so a free pushed just before is not lost), then returns its pools' blocks;
 // if the engine is destroyed first, it releases the pools once its ops have completed, before its executors stop
 // (Engine::AtShutdown), and the Buffers left behind refuses further use with an Error. A buffer never freed keeps its
-// block until then. A bounded allocation still waiting for memory that no pushed free will return makes ~Buffers wait
-// for ever: free every buffer before destroying Buffers. Do not destroy Buffers from inside an op of its engine.
+// block until then (on a CPU executor, its host pool lives on until the buffer's last copy is gone). A bounded
+// allocation still waiting for memory that no pushed free will return makes ~Buffers wait for ever: free every buffer
+// before destroying Buffers. Do not destroy Buffers from inside an op of its engine.
 #pragma once
 
+#include <atomic>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -62,8 +68,16 @@ class Buffer {
   [[nodiscard]] Var var() const noexcept { return var_; }
   // The block: read it inside an op that uses var() (when it runs, or is issued), pushed after allocate() and before
   // deallocate(), and hand the pointer to the device work the op enqueues. Null if the allocation failed (the
-  // variable carries the error) or for a null buffer.
-  [[nodiscard]] void* data() const noexcept { return state_ != nullptr ? state_->block.data : nullptr; }
+  // variable carries the error) or for a null buffer. From an unbounded pool on a CPU executor, the first call takes
+  // the block (concurrent first calls agree on one) and throws what the pool throws when memory is exhausted, which
+  // then is the calling op's error.
+  [[nodiscard]] void* data() const {
+    if (state_ == nullptr) return nullptr;
+    // acquire: pairs with the release in State::take_on_use() (another reader of the buffer took the block); the
+    // other writers of `data` are ops ordered before every reader by the variable.
+    void* data = state_->data.load(std::memory_order_acquire);
+    return data != nullptr || state_->on_use == nullptr ? data : state_->take_on_use();
+  }
   [[nodiscard]] std::size_t bytes() const noexcept { return state_ != nullptr ? state_->bytes : 0; }
   [[nodiscard]] std::uint32_t device() const noexcept { return state_ != nullptr ? state_->device : 0; }
 
@@ -78,9 +92,21 @@ class Buffer {
     State* state;
   };
   struct State {
+    // Takes the block from on_use, the first call of data() to get here; returns it. A racing first call that lost
+    // gives its own block back.
+    void* take_on_use();
+
     std::size_t bytes = 0;
     std::uint32_t device = 0;
-    PoolBlock block;  // written by the alloca (or reservation) op, read by the ops after it (ordered by the variable)
+    // The block: its size class (known at allocate()) and its address, written once by the alloca (or reservation) op,
+    // which the variable orders before every other user, or by take_on_use(). Null until then, and if it failed.
+    std::size_t block_bytes = 0;
+    std::atomic<void*> data{nullptr};
+    // Unbounded CPU pools: where data() takes the block on first use (with `alignment`). Set by allocate() and cleared
+    // by the free, which the variable orders after every user. Null otherwise: the alloca op takes the block. Shared:
+    // an op may take the block of a buffer never freed after ~Buffers, which then leaves the host pool to its buffers.
+    std::shared_ptr<MemoryPool> on_use;
+    std::size_t alignment = 0;
     // Bounded pools only: the reservation op's completion, and the granted block's death frontier, which the alloca
     // op makes its stream wait for. Written before that completion is called, read by the alloca op after it.
     std::optional<Completion> reserved;
@@ -146,7 +172,7 @@ class Buffers {
   const std::size_t alignment_;
   const bool bounded_;
   const std::uint32_t cpu_executor_;
-  std::vector<std::unique_ptr<MemoryPool>> pools_;  // one per device; immutable after construction
+  std::vector<std::shared_ptr<MemoryPool>> pools_;  // one per device; immutable after construction (see State::on_use)
   std::vector<Var> order_;  // bounded pools: one per device, mutated by every reservation (push order)
 
   std::mutex ops_mutex_;
