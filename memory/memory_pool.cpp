@@ -308,6 +308,30 @@ void MemoryPool::reclaim_tainted() {
   finish_serving(grants, trim, arm);
 }
 
+PoolBlock MemoryPool::settle(const PoolBlock& block, DeathFrontier& death, const AcquireView& view) {
+  const StreamKnowledge& knows = view.knowledge != nullptr ? *view.knowledge : kKnowsNothing;
+  std::lock_guard lock(mutex_);
+  if (dominates(knows, death)) {
+    ++stats_.settled_dominated;
+    return block;
+  }
+  if (complete(death, view.tracker)) return block;  // no wait either (the tracker says so)
+  std::vector<FreeBlock>& list = free_[class_of(block.bytes)];
+  for (const bool followed : {true, false}) {      // one the stream follows, else one complete: acquire()'s steps 1, 2
+    for (std::size_t i = list.size(); i-- > 0;) {  // newest first
+      if (followed ? !dominates(knows, list[i].death) : !complete(list[i].death, view.tracker)) continue;
+      // The reserved block was never touched (its holder's op is the first to use it): its death frontier stays true.
+      const PoolBlock taken{list[i].data, block.bytes};
+      list[i] = FreeBlock{block.data, death};
+      death = DeathFrontier{};  // nothing to wait for
+      ++stats_.settled_swapped;
+      if (followed) ++stats_.settled_dominated;
+      return taken;
+    }
+  }
+  return block;
+}
+
 // --- Reservations ----------------------------------------------------------------------------------------------
 
 void MemoryPool::reserve(std::size_t bytes, std::size_t alignment, ReserveWaiter& waiter) {

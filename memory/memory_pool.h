@@ -31,6 +31,12 @@
 // served first-fit in arrival order, not strictly FIFO: a request that fits is never held behind one that does not
 // (forward progress while any request fits; a large request may wait while smaller ones pass).
 //
+// A reservation's holder learns its stream only when its own op is issued; settle() then swaps the reserved block for
+// a free block of the class whose users that stream already follows (or whose users have completed), when the reserved
+// one is not such a block: so a bounded pool reuses blocks with no synchronisation as an unbounded one does, and the
+// holder waits only when no free block of its class would spare it. The swap leaves each class's free count as it was,
+// so it changes nothing for queued reservations.
+//
 // Size classes. Blocks come in powers of two from 256 bytes; a request takes the smallest class that holds it (and its
 // alignment), and a block serves only its class. Internal fragmentation is below 50% of a block (a request of 2^k + 1
 // bytes takes 2^(k+1)); blocks are never split or coalesced, so memory freed in one class serves only that class until
@@ -125,6 +131,8 @@ struct MemoryPoolStats {
   std::uint64_t refused = 0;              // step 5: acquires that returned nothing
   std::uint64_t reservations_queued = 0;  // reserve() calls that had to wait
   std::uint64_t reuse_reserved = 0;       // reservations given a free block whose users had not all completed
+  std::uint64_t settled_swapped = 0;      // settle(): reserved blocks swapped for a free block needing no wait
+  std::uint64_t settled_dominated = 0;    // settle(): blocks the stream follows (as step 1), swapped or reserved so
   std::uint64_t tainted_blocks = 0;       // held apart now, waiting for reclaim_tainted()
   std::size_t bytes_in_use = 0;           // handed out and not released
   std::size_t peak_bytes_in_use = 0;
@@ -155,6 +163,12 @@ class MemoryPool {
   // Reserves a block for `waiter` (see Reservations in the file comment). Throws std::length_error for a request
   // larger than the limit and std::invalid_argument for a zero size or a bad alignment, before queueing anything.
   void reserve(std::size_t bytes, std::size_t alignment, ReserveWaiter& waiter);
+
+  // For the holder of a block that reserve() granted, now that it knows its stream (`view`; its wait callback is not
+  // used): returns the block to use, `block` or a free block of its class swapped for it (see settle() in the file
+  // comment), and sets `death` to that block's death frontier, which the holder's stream must still wait for (empty
+  // when it need not wait).
+  [[nodiscard]] PoolBlock settle(const PoolBlock& block, DeathFrontier& death, const AcquireView& view);
 
   // Gives `block` back with its death frontier (copied). Throws std::invalid_argument for a block this pool did not
   // hand out (null data or a size that is not a size class).

@@ -180,8 +180,18 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
         },
         {}, {buffer.var_, order_[device]}, PushOptions{.context = {.executor = cpu_executor_}, .name = "reserve"});
     if (executor == nullptr) return buffer;  // host memory: the reservation's grant is the allocation
-    engine.Push([state = buffer.state_](const RunContext& ctx) { ctx.stream->wait_for(state->death); }, {},
-                {buffer.var_}, options);
+    // The alloca op: its stream is known now, so the pool may swap the reserved block for one this stream already
+    // follows (MemoryPool::settle); the stream waits for what is left of the block's death frontier.
+    engine.Push(
+        [state = buffer.state_, &from, tracker = &executor->tracker(), token = OpToken(*this)](const RunContext& ctx) {
+          const StreamPlacement& where = *ctx.stream;
+          // relaxed, both: the reservation op, which the variable orders before this one, wrote data.
+          const PoolBlock reserved{state->data.load(std::memory_order_relaxed), state->block_bytes};
+          const PoolBlock block = from.settle(reserved, state->death, AcquireView{where.knowledge, tracker});
+          state->data.store(block.data, std::memory_order_relaxed);
+          where.wait_for(state->death);
+        },
+        {}, {buffer.var_}, options);
     return buffer;
   }
   engine.Push(

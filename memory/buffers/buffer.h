@@ -20,7 +20,9 @@
 // Bounded pools (BuffersOptions::limit): an allocation that does not fit under the limit waits as a pending op, not a
 // blocked thread, until frees make room. allocate() then pushes two ops on the variable: a reservation on a CPU
 // executor (an async op that MemoryPool::reserve completes when a block is granted, possibly from a free issued
-// later), then the alloca op on the stream, which waits on the device for the granted block's death frontier.
+// later), then the alloca op on the stream, which settles the block on its stream (MemoryPool::settle: a free block of
+// the class that the stream already follows replaces it, if there is one) and waits on the device for what is left of
+// its death frontier.
 // Reservations on one device are granted in push order (they share an order variable), as a serial run would grant
 // them: an allocation waits only for frees of buffers allocated before it, so a program that runs serially within the
 // limit runs here too, pipelined as far as the limit allows. One larger than the limit is an Error at once.

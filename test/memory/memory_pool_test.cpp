@@ -302,6 +302,63 @@ TEST_CASE(
   pool.release(big.block, {});
 }
 
+// A reservation is granted before its holder's stream is known (the newest free block, whatever its users); settle()
+// then trades it for a free block of its class that the stream already follows, so a bounded pool reuses with no
+// synchronisation as acquire() does. Before settle(), every bounded allocation waited for its reserved block's users.
+TEST_CASE("MemoryPool: settle trades a reserved block for a free one the holder's stream follows", "[memory]") {
+  Fixture f;
+  MemoryPool pool(std::make_unique<HostBlockSource>(), {.limit = 4096, .tracker = &f.tracker});
+  Reservation first, second, held;
+  pool.reserve(1024, 8, first);
+  pool.reserve(1024, 8, second);
+  REQUIRE(first.calls == 1);
+  REQUIRE(second.calls == 1);
+  pool.release(first.block, DeathFrontier{{kA, 3}});   // last used on stream A
+  pool.release(second.block, DeathFrontier{{kB, 5}});  // on stream B: the newest, so the one reserved next
+  pool.reserve(1024, 8, held);
+  REQUIRE(held.calls == 1);
+  REQUIRE(held.block.data == second.block.data);
+  CHECK(held.death == DeathFrontier{{kB, 5}});
+
+  // The holder's op is issued on stream A, which knows A's epoch 3 and nothing of B: it takes the block A freed.
+  const StreamKnowledge on_a{{kA, 3}};
+  DeathFrontier death = held.death;
+  const PoolBlock settled = pool.settle(held.block, death, AcquireView{&on_a, &f.tracker});
+  CHECK(settled.data == first.block.data);
+  CHECK(settled.bytes == 1024);
+  CHECK(death.empty());  // nothing left to wait for
+  MemoryPoolStats stats = pool.stats();
+  CHECK(stats.settled_swapped == 1);
+  CHECK(stats.settled_dominated == 1);
+  CHECK(stats.bytes_in_use == 1024);
+
+  // The reserved block went back with its own death frontier: a stream that knows B reuses it with no wait.
+  const StreamKnowledge on_b{{kB, 5}};
+  WaitLog waits;
+  const PoolBlock other = pool.acquire(1024, 8, waits.view(&on_b, &f.tracker)).value();
+  CHECK(other.data == second.block.data);
+  CHECK(waits.calls.empty());
+
+  // A holder whose stream follows neither, with no free block left to trade for, keeps its block and its wait; one
+  // whose reserved block is followed keeps it and has nothing to wait for.
+  pool.release(other, DeathFrontier{{kB, 6}});
+  Reservation last;
+  pool.reserve(1024, 8, last);
+  REQUIRE(last.calls == 1);
+  const StreamKnowledge on_c{{kC, 1}};
+  DeathFrontier kept_death = last.death;
+  CHECK(pool.settle(last.block, kept_death, AcquireView{&on_c, &f.tracker}).data == last.block.data);
+  CHECK(kept_death == DeathFrontier{{kB, 6}});
+  DeathFrontier followed = DeathFrontier{{kB, 6}};
+  const StreamKnowledge knows_b6{{kB, 6}};
+  CHECK(pool.settle(last.block, followed, AcquireView{&knows_b6, &f.tracker}).data == last.block.data);
+  stats = pool.stats();
+  CHECK(stats.settled_swapped == 1);
+  CHECK(stats.settled_dominated == 2);
+  pool.release(settled, {});
+  pool.release(last.block, {});
+}
+
 TEST_CASE("MemoryPool: a wait callback that throws gives the block back", "[memory]") {
   Fixture f;
   auto pool = host_pool();
