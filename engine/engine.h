@@ -235,8 +235,10 @@ class Engine {
   // What the ops in flight wait for, in words: for each variable with ops waiting, who holds it and who waits; the
   // wait fences not reached yet; and a wait cycle among them if there is one (an op waiting on a fence whose
   // signaller queued behind it on a variable), naming the ops and what each waits for. Exact when the engine has
-  // stalled; a snapshot otherwise. Ops appear through the variables they wait on: a running op, and one waiting on
-  // fences alone, are counted but not named. Takes every variable's lock in turn; for diagnosis, not for a hot path.
+  // stalled; a snapshot otherwise. Ops appear through the variables they hold or wait on: an op that holds a variable
+  // it mutates is named as its holder, with "[async: its function returned; its Completion has not been called]" for
+  // an async op waiting for its Completion alone; a running op that only reads or uses no variable, and one waiting
+  // on fences alone, are counted but not named. Takes every variable's locks in turn; for diagnosis, not a hot path.
   [[nodiscard]] std::string InFlightReport() const;
 
   // Ops pushed and not yet completed, at some moment during the call. (If completions keep landing between its reads

@@ -68,6 +68,11 @@ class Builder {
     draw_edges();
     std::string out = "depengine: " + std::to_string(in_flight) + " ops in flight; " + std::to_string(vars_.size()) +
                       " variables with ops waiting\n";
+    if (ops_.size() < in_flight) {
+      out +=
+          "  (named below: the ops that hold or wait for a variable; running ops that only read, counted per "
+          "variable, ops of no variable, and ready ops not started yet are in flight too)\n";
+    }
     for (std::size_t i = 0; i < vars_.size() && i < kMaxListedVars; ++i) out += var_line(vars_[i]);
     if (vars_.size() > kMaxListedVars) {
       out += "  ... and " + std::to_string(vars_.size() - kMaxListedVars) + " more variables\n";
@@ -102,6 +107,12 @@ class Builder {
       seen.label += " (a wait of the engine's own: WaitForVar or WaitForAll)";
     } else if (!op->name_view().empty()) {
       seen.label += " '" + std::string(op->name_view()) + "'";
+    }
+    // An async op seen in a queue has not completed (its completion would need the queue's locks, held here); one hold
+    // left means its function has returned (completion.cpp, release_hold): it waits for its Completion alone.
+    // relaxed: a snapshot for the report; the record stays the op's while it is in the queue.
+    if (op->async && !op->replay_completion && op->holds.load(std::memory_order_relaxed) == 1) {
+      seen.label += " [async: its function returned; its Completion has not been called]";
     }
     if (op->waits_fences) {
       for (const Fence& fence : op->wait_fences) {

@@ -6,6 +6,7 @@
 #include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "engine/engine.h"
 #include "test/engine/test_support.h"
@@ -84,6 +85,39 @@ TEST_CASE("an op waiting on a fence nobody signals is reported without a cycle",
   CHECK_THAT(report, !Catch::Contains("cycle"));
   t.signal_external(5);
   engine.WaitForAll();
+}
+
+// A Completion never called: nothing waits behind the op, so no queue names it as a blocker; the report must name it
+// as its variable's holder and say what it waits for. Before, it read "held by op #1 'upload' (write)", as for a
+// running op, and an async op that only reads was not mentioned at all.
+TEST_CASE("the in-flight report names an async op whose Completion was never called", "[engine][report]") {
+  for (const auto& factory : executor_factories()) {
+    if (!factory.takes_async) continue;
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("hung Completion on " + factory.name);
+      Engine engine(factory.options());
+      const Var v = engine.NewVariable(), r = engine.NewVariable();
+      std::mutex mutex;
+      std::vector<Completion> held;  // guarded by mutex
+      auto keep = [&](Completion done) {
+        std::lock_guard lock(mutex);
+        held.push_back(std::move(done));
+      };
+      engine.PushAsync(keep, {}, {v}, {.name = "upload"});
+      engine.PushAsync(keep, {r}, {}, {.name = "reader"});
+      std::string report;
+      REQUIRE(wait_until([&] {
+        report = engine.InFlightReport();
+        return report.find("its function returned") != std::string::npos;
+      }));
+      CAPTURE(report);
+      CHECK_THAT(report, Catch::Contains("held by op #1 'upload' [async: its function returned; its Completion has "
+                                         "not been called] (write)"));
+      CHECK_THAT(report, Catch::Contains("ops of no variable, and ready ops not started yet are in flight too"));
+      std::lock_guard lock(mutex);
+      for (const Completion& done : held) done();
+    }
+  }
 }
 
 TEST_CASE("the stall watch hands the report to its sink when nothing completes, once per stall", "[engine][report]") {
