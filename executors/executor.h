@@ -116,6 +116,12 @@ class ExecutorHost {
   // becomes an error of the op (reported by WaitForAll, and by waits on the variables it mutates). Retires the op.
   virtual void complete_issued(Task& task, std::exception_ptr error) noexcept = 0;
 
+  // Traces. Whether `task` is recorded in a trace now: a stream executor then stamps its device work
+  // (StreamBackend::stamp) and, before complete_issued(), reports when it ran with ran_on_device(): `start` and `end`
+  // in nanoseconds of std::chrono::steady_clock since its epoch, when the stream reached the op's work and finished it.
+  [[nodiscard]] virtual bool traced(const Task& /*task*/) const noexcept { return false; }
+  virtual void ran_on_device(Task& /*task*/, std::int64_t /*start*/, std::int64_t /*end*/) noexcept {}
+
  protected:
   ~ExecutorHost() = default;
 };

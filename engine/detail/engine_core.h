@@ -131,6 +131,14 @@ class EngineCore final : public ExecutorHost {
                            TaskList& ready) noexcept override;
   void skip(Task& task, std::exception_ptr error, TaskList& ready) noexcept override;
   void complete_issued(Task& task, std::exception_ptr error) noexcept override;
+  [[nodiscard]] bool traced(const Task& task) const noexcept override {
+    return static_cast<const OpRecord&>(task).trace_op != 0;  // stream ops are pushed ops (never replayed)
+  }
+  void ran_on_device(Task& task, std::int64_t start, std::int64_t end) noexcept override {
+    auto& op = static_cast<OpRecord&>(task);
+    op.ran_start = start;
+    op.ran_end = end;
+  }
 
  private:
   friend struct ParkWaiter;

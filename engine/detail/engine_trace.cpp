@@ -101,6 +101,7 @@ void EngineTrace::stream_issue(OpRecord& op, Axis axis) noexcept {
   TraceRecorder* trace = recorder();
   if (trace == nullptr) return;
   op.trace_start = trace->now();
+  op.ran_start = op.ran_end = -1;
   try {
     op.trace_lane = trace->stream_lane(axis, *op.executor());
   } catch (...) {  // out of memory for a new lane: the trace misses this op, the op is unaffected
@@ -113,7 +114,14 @@ void EngineTrace::stream_op(const OpRecord& op, std::size_t in_flight,
   TraceRecorder* trace = recorder();
   if (trace == nullptr) return;
   try {
-    TraceRecorder::Slice slice{op.trace_op, name_of(op), op.trace_lane, op.trace_start, trace->now(), true};
+    // When the stream ran the op's work, if its executor stamped it; else from its issue to its completion's report.
+    const bool ran = op.ran_start >= 0;
+    TraceRecorder::Slice slice{op.trace_op,
+                               name_of(op),
+                               op.trace_lane,
+                               ran ? trace->at(op.ran_start) : op.trace_start,
+                               ran ? trace->at(op.ran_end) : trace->now(),
+                               true};
     describe_uses(op, slice);
     trace->slice(std::move(slice), static_cast<std::int64_t>(in_flight));
     std::uint64_t issued = 0, elided = 0;

@@ -175,9 +175,11 @@ struct OpRecord final : Task, OpNode {
   FenceList signal_fences;
   FenceWaiter fence_waiter{this};
   std::uint8_t next_fence = 0;
-  // Tracing a stream op: its lane and issue time.
+  // Tracing a stream op: its lane and issue time, and when its device work ran (steady-clock ns; -1: not known),
+  // written by its executor before its completion (ExecutorHost::ran_on_device).
   std::uint32_t trace_lane = 0;
   std::int64_t trace_start = 0;
+  std::int64_t ran_start = -1, ran_end = -1;
 };
 
 // The layout above. offsetof on a class with bases is conditionally supported; GCC and Clang support it for non-virtual

@@ -7,11 +7,13 @@
 //     the inline executor's pushing thread), and one lane per stream ("cuda d0 compute 1");
 //   - one complete slice ("ph":"X", "cat":"op") per op, named after PushOptions::name, with its variables in args
 //     ("v7" is variable slot 7, "v7.2" its third incarnation after two DeleteVariable). A CPU op's slice spans its
-//     function; a stream op's spans from its issue, or the end of the previous op on its stream if later, to the
-//     moment its completion reached the engine (so it shows the op's time in the stream's queue, not device time);
+//     function; a stream op's, the device time of its work: from when its stream reached it to when the stream
+//     finished it (stamps its executor enqueued around it, ExecutorHost::ran_on_device), or, where those are not
+//     known (a stamp failed), from its issue, or the end of the previous op on its stream if later, to the moment its
+//     completion reached the engine;
 //   - one flow arrow ("ph":"s" then "ph":"f", "cat":"dep") from each op to every op whose last grant its release gave
-//     (the dependency that made it ready), starting where the release happened: the end of a CPU op, the issue of a
-//     stream op;
+//     (the dependency that made it ready), starting where the release happened: the end of a CPU op; for a stream op,
+//     which releases at its issue, the start of its slice;
 //   - counters: "ops in flight" at each op's end, and, with stream executors, "device waits" (issued; elided,
 //     dominated or found complete) at each stream op's completion.
 // Not recorded: ops pushed before the trace started, ops skipped because of an error, and the engine's own ops
@@ -46,6 +48,10 @@ class TraceRecorder {
   [[nodiscard]] static std::uint64_t next_ops(std::size_t count) noexcept;
   // Nanoseconds since the recorder was made.
   [[nodiscard]] std::int64_t now() const noexcept;
+  // A moment given in nanoseconds of std::chrono::steady_clock since its epoch, on the scale of now().
+  [[nodiscard]] std::int64_t at(std::int64_t steady_ns) const noexcept {
+    return steady_ns - std::chrono::duration_cast<std::chrono::nanoseconds>(origin_.time_since_epoch()).count();
+  }
 
   // The calling thread's lane, named after `executor` and `worker` (-1: not a worker) the first time.
   [[nodiscard]] std::uint32_t thread_lane(std::string_view executor, int worker);

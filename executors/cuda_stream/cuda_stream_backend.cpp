@@ -26,6 +26,7 @@ struct CudaRuntime {
   static constexpr Status kInvalidDevice = cudaErrorInvalidDevice;
   static constexpr unsigned kStreamNonBlocking = cudaStreamNonBlocking;
   static constexpr unsigned kEventDisableTiming = cudaEventDisableTiming;
+  static constexpr unsigned kEventDefault = cudaEventDefault;
   static constexpr MemcpyKind kMemcpyHostToDevice = cudaMemcpyHostToDevice;
   static constexpr MemcpyKind kMemcpyDeviceToHost = cudaMemcpyDeviceToHost;
   static constexpr MemcpyKind kMemcpyDeviceToDevice = cudaMemcpyDeviceToDevice;
@@ -49,6 +50,7 @@ struct CudaRuntime {
       .callback_error = "cudaStreamAddCallback (asynchronous error)",
       .event_query = "cudaEventQuery",
       .event_synchronize = "cudaEventSynchronize",
+      .event_elapsed_time = "cudaEventElapsedTime",
       .stream_synchronize = "cudaStreamSynchronize",
       .device_malloc = "cudaMalloc",
       .memcpy_async = "cudaMemcpyAsync",
@@ -78,6 +80,9 @@ struct CudaRuntime {
   }
   static Status event_query(Event event) { return cudaEventQuery(event); }
   static Status event_synchronize(Event event) { return cudaEventSynchronize(event); }
+  static Status event_elapsed_time(float* milliseconds, Event start, Event end) {
+    return cudaEventElapsedTime(milliseconds, start, end);
+  }
 
   // cudaStreamAddCallback with OnStatus as the callback. The trampoline carries CUDART_CB, CUDA's callback calling
   // convention (empty on Linux, __stdcall on Windows), which the shared template cannot spell.

@@ -26,6 +26,7 @@ struct HipRuntime {
   static constexpr Status kInvalidDevice = hipErrorInvalidDevice;
   static constexpr unsigned kStreamNonBlocking = hipStreamNonBlocking;
   static constexpr unsigned kEventDisableTiming = hipEventDisableTiming;
+  static constexpr unsigned kEventDefault = hipEventDefault;
   static constexpr MemcpyKind kMemcpyHostToDevice = hipMemcpyHostToDevice;
   static constexpr MemcpyKind kMemcpyDeviceToHost = hipMemcpyDeviceToHost;
   static constexpr MemcpyKind kMemcpyDeviceToDevice = hipMemcpyDeviceToDevice;
@@ -49,6 +50,7 @@ struct HipRuntime {
       .callback_error = "hipStreamAddCallback (asynchronous error)",
       .event_query = "hipEventQuery",
       .event_synchronize = "hipEventSynchronize",
+      .event_elapsed_time = "hipEventElapsedTime",
       .stream_synchronize = "hipStreamSynchronize",
       .device_malloc = "hipMalloc",
       .memcpy_async = "hipMemcpyAsync",
@@ -78,6 +80,9 @@ struct HipRuntime {
   }
   static Status event_query(Event event) { return hipEventQuery(event); }
   static Status event_synchronize(Event event) { return hipEventSynchronize(event); }
+  static Status event_elapsed_time(float* milliseconds, Event start, Event end) {
+    return hipEventElapsedTime(milliseconds, start, end);
+  }
 
   // hipStreamAddCallback with OnStatus as the callback, through a trampoline of hipStreamCallback_t's exact type
   // (HIP declares no calling-convention macro, unlike CUDA's CUDART_CB).

@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <atomic>
 #include <cassert>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <exception>
+#include <memory>
 #include <new>
 #include <stdexcept>
 #include <string>
@@ -478,6 +480,36 @@ void HostStreamBackend::notify(StreamHandle stream, NotifyFn fn, void* context) 
   entry.notify = fn;
   entry.pointer = context;
   s.enqueue(std::move(entry));
+}
+
+namespace {
+
+// A stamp of the host backend: the time its stream's thread reached it, or -1.
+struct HostStamp {
+  std::atomic<std::int64_t> at{-1};
+
+  static void reached(void* self, std::exception_ptr error) noexcept {
+    const std::int64_t now =
+        std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+            .count();
+    // relaxed: read by read_stamp() after later work on the stream has completed, which the stream orders after
+    // this entry and reports through an event or a notification (its happens-before, StreamBackend's contract).
+    static_cast<HostStamp*>(self)->at.store(error == nullptr ? now : -1, std::memory_order_relaxed);
+  }
+};
+
+}  // namespace
+
+// A notification entry that reads the clock: it runs in stream order, after the work before it.
+TimeStamp HostStreamBackend::stamp(StreamHandle stream) {
+  auto owned = std::make_unique<HostStamp>();
+  notify(stream, &HostStamp::reached, owned.get());
+  return TimeStamp{owned.release()};
+}
+
+std::int64_t HostStreamBackend::read_stamp(TimeStamp stamp) noexcept {
+  const std::unique_ptr<HostStamp> owned(static_cast<HostStamp*>(stamp.impl));
+  return owned->at.load(std::memory_order_relaxed);  // relaxed: see HostStamp::reached
 }
 
 bool HostStreamBackend::try_query(EventHandle event) {

@@ -86,6 +86,10 @@ class HostStreamBackend final : public StreamBackend {
   void notify(StreamHandle stream, NotifyFn fn, void* context) override;
   [[nodiscard]] bool try_query(EventHandle event) override;
   [[nodiscard]] bool cheap_notifications() const noexcept override { return true; }
+  // A notification entry that reads the clock when the stream reaches it (the launch delay of the work before it
+  // included: simulated device time). Allocates one small object per stamp.
+  [[nodiscard]] TimeStamp stamp(StreamHandle stream) override;
+  [[nodiscard]] std::int64_t read_stamp(TimeStamp stamp) noexcept override;
 
   [[nodiscard]] void* allocate(int device, std::size_t bytes) override;
   void deallocate(int device, void* pointer) noexcept override;

@@ -96,6 +96,13 @@ struct EventHandle {
   friend bool operator==(EventHandle, EventHandle) = default;
 };
 
+// A moment in a stream's work that a trace asks for (StreamBackend::stamp). Trivially copyable; read exactly once.
+struct TimeStamp {
+  void* impl = nullptr;
+
+  [[nodiscard]] explicit operator bool() const noexcept { return impl != nullptr; }
+};
+
 // A backend failure: a status code that a backend call returned, or an asynchronous failure found later. what() is
 // "<backend> <call>: <message>", e.g. "cuda cudaEventQuery: an illegal memory access was encountered
 // (cudaErrorIllegalAddress = 700)". Copying never throws (the text lives in std::runtime_error's shared string).
@@ -217,6 +224,22 @@ class StreamBackend {
     // relaxed: see above; the test that reads it has joined the callers or synchronised with them otherwise.
     return host_synchronizations_.load(std::memory_order_relaxed);
   }
+
+  // --- Time stamps (traces) --------------------------------------------------------------------------------------
+
+  // Enqueues on `stream` a stamp of the moment the stream reaches this point (the work enqueued before it has
+  // completed), so that a trace can show when the work between two stamps ran on the device, not when it was issued or
+  // reported complete. Read it with read_stamp() once work enqueued after it has completed (an event recorded, or a
+  // notification enqueued, after it has). Host: a notification that reads the clock. CUDA/HIP: an event with timing,
+  // whose elapsed time since a reference event of the device is put on the host clock (the reference is recorded on an
+  // idle stream of the backend's own and synchronised with once per device, and again every kStampAnchorAge, since
+  // elapsed times are floats). Slow path, for traces: allocates. Throws StreamError.
+  [[nodiscard]] virtual TimeStamp stamp(StreamHandle stream) = 0;
+  static constexpr std::int64_t kStampAnchorAge = 10'000'000'000;  // ns
+
+  // The moment of `stamp`, in nanoseconds of std::chrono::steady_clock since its epoch, or -1 if it is not known (the
+  // stream failed before reaching it). Releases the stamp: read each exactly once, and every one, failed or not.
+  [[nodiscard]] virtual std::int64_t read_stamp(TimeStamp stamp) noexcept = 0;
 
   // --- Device memory ---------------------------------------------------------------------------------------------
 

@@ -5,6 +5,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <deque>
 #include <stdexcept>
 #include <thread>
 #include <utility>
@@ -43,6 +44,13 @@ struct StreamExecutor::Stream {
   // kNotify: notifications arrived and not yet handled (StreamExecutor::notified_posted_).
   std::atomic<std::uint64_t> arrived{0};
   std::exception_ptr error;  // the failure, once failed; guarded by mutex
+  // Traced ops' device stamps, in epoch order; guarded by mutex. An op skipped after its start was stamped leaves
+  // that stamp alone (no end), under the next epoch, so that it is read once later work has passed it.
+  struct Stamps {
+    std::uint64_t epoch;
+    TimeStamp start, end;
+  };
+  std::deque<Stamps> stamps;
   // Set (release) once `error` is; the issuing thread reads it (acquire) before taking the mutex for the error.
   std::atomic<bool> failed{false};
 
@@ -137,7 +145,11 @@ StreamExecutor::StreamExecutor(std::unique_ptr<StreamBackend> backend, StreamExe
 StreamExecutor::~StreamExecutor() {
   stop();
   for (const auto& s : streams_) {
-    backend_->destroy_stream(s->handle);  // waits for its enqueued work and notifications
+    backend_->destroy_stream(s->handle);            // waits for its enqueued work and notifications
+    for (const Stream::Stamps& left : s->stamps) {  // a failed stream's, or skipped ops' at the end: all have run
+      (void)backend_->read_stamp(left.start);
+      if (left.end) (void)backend_->read_stamp(left.end);
+    }
     for (EventSlot& slot : s->ring) backend_->destroy_event(slot.event);
   }
   // Only now: a notification may still be inside post() (after its handler has already run on the io thread) until
@@ -378,14 +390,36 @@ void StreamExecutor::issue_one(Task& task) noexcept {
                                 .knowledge = &s.knowledge,
                                 .wait = &StreamExecutor::wait_on,
                                 .wait_context = &s};
+    const TimeStamp started = host_->traced(task) ? stamp(s) : TimeStamp{};
     if (host_->issue(task, where, FrontierEntry{s.axis, epoch}, ready)) {
       s.issued = epoch;
       bump(s.ops_issued);
+      if (started) keep_stamps(s, epoch, started, stamp(s));
       enqueue_completion(s, task);
+    } else if (started) {
+      keep_stamps(s, epoch, started, TimeStamp{});  // epoch: the next op issued here, which completes after it
     }
   }
   // After the record: a successor on one of our streams may wait on this epoch's event.
   submit_in_priority_order(ready);
+}
+
+// A stamp of the stream's progress for a traced op, or none if the backend failed to enqueue it (the trace then shows
+// the op from its issue to its completion).
+TimeStamp StreamExecutor::stamp(Stream& s) noexcept {
+  try {
+    return backend_->stamp(s.handle);
+  } catch (...) {
+    return TimeStamp{};
+  }
+}
+
+void StreamExecutor::keep_stamps(Stream& s, std::uint64_t epoch, TimeStamp start, TimeStamp end) noexcept {
+  try {
+    std::lock_guard lock(s.mutex);
+    s.stamps.push_back(Stream::Stamps{epoch, start, end});
+  } catch (...) {  // out of memory: the slice is lost, and the stamps, which may not have run yet, are leaked
+  }
 }
 
 // Records the epoch's event and makes sure a notification will cover it.
@@ -488,12 +522,35 @@ void StreamExecutor::retire(Stream& s, TaskList& done, std::uint64_t covered) no
   const std::exception_ptr failure = s.failed.load(std::memory_order_acquire) ? s.failure() : nullptr;
   if (failure == nullptr) {
     // Ops first, then the axis: a WaitForVar woken by the advance finds their signal fences raised.
-    while (Task* task = done.pop_front()) host_->complete_issued(*task, nullptr);
+    while (Task* task = done.pop_front()) {
+      report_stamps(s, *task);
+      host_->complete_issued(*task, nullptr);
+    }
     host_->tracker().advance(s.tracked, covered);
   } else {
     // Errors first, so that a WaitForVar woken by the failed axis finds the error already noted.
     while (Task* task = done.pop_front()) host_->complete_issued(*task, failure);
     host_->tracker().fail(s.axis, failure);
+  }
+}
+
+// Reads the stamps of `task` (and of skipped ops before it) and reports when it ran on the device. Only for a stream
+// that has not failed: its completion reported, in stream order, everything up to the task's epoch, stamps included.
+// (A failed stream retires ops whose stamps may not have run yet: they are read once it is destroyed.)
+void StreamExecutor::report_stamps(Stream& s, Task& task) noexcept {
+  const std::uint64_t epoch = task.executor_word_;
+  for (;;) {
+    Stream::Stamps front{};
+    {
+      std::lock_guard lock(s.mutex);
+      if (s.stamps.empty() || s.stamps.front().epoch > epoch) return;
+      front = s.stamps.front();
+      s.stamps.pop_front();
+    }
+    const std::int64_t start = backend_->read_stamp(front.start);
+    if (!front.end) continue;  // a skipped op's
+    const std::int64_t end = backend_->read_stamp(front.end);
+    if (front.epoch == epoch && start >= 0 && end >= start) host_->ran_on_device(task, start, end);
   }
 }
 

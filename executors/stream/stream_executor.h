@@ -196,6 +196,9 @@ class StreamExecutor final : public Executor {
   void issue_one(Task& task) noexcept;
   void issue_waits(Stream& stream, const WaitFrontier& need);
   void enqueue_completion(Stream& stream, Task& task);
+  [[nodiscard]] TimeStamp stamp(Stream& stream) noexcept;
+  void keep_stamps(Stream& stream, std::uint64_t epoch, TimeStamp start, TimeStamp end) noexcept;
+  void report_stamps(Stream& stream, Task& task) noexcept;
   void fail_stream(Stream& stream, const std::exception_ptr& error) noexcept;
   static void notified(void* context, std::exception_ptr error) noexcept;
   static void wait_on(void* context, const WaitFrontier& entries);  // StreamPlacement::wait

@@ -67,6 +67,7 @@ struct GpuRuntimeNames {
   StaticName callback_error;            // a callback's error status: "cudaStreamAddCallback (asynchronous error)"
   StaticName event_query;               // "cudaEventQuery"
   StaticName event_synchronize;         // "cudaEventSynchronize"
+  StaticName event_elapsed_time;        // "cudaEventElapsedTime"
   StaticName stream_synchronize;        // "cudaStreamSynchronize"
   StaticName device_malloc;             // "cudaMalloc"
   StaticName memcpy_async;              // "cudaMemcpyAsync"
@@ -78,7 +79,7 @@ template <class R>
 concept GpuRuntime = requires(typename R::Status status, typename R::Stream stream, typename R::Event event,
                               typename R::MemcpyKind kind, typename R::Stream* new_stream, typename R::Event* new_event,
                               typename R::DeviceProp* properties, int* out, void** memory, void* pointer,
-                              const void* source, std::size_t bytes, int device, unsigned flags) {
+                              const void* source, std::size_t bytes, int device, unsigned flags, float* milliseconds) {
   // Types: cudaError_t (an enum), cudaStream_t and cudaEvent_t (pointers), cudaMemcpyKind, cudaDeviceProp.
   requires std::is_enum_v<typename R::Status>;
   requires std::is_pointer_v<typename R::Stream> && std::is_pointer_v<typename R::Event>;
@@ -89,6 +90,7 @@ concept GpuRuntime = requires(typename R::Status status, typename R::Stream stre
   { R::kInvalidDevice } -> std::convertible_to<typename R::Status>;  // cudaErrorInvalidDevice
   { R::kStreamNonBlocking } -> std::convertible_to<unsigned>;        // cudaStreamNonBlocking
   { R::kEventDisableTiming } -> std::convertible_to<unsigned>;       // cudaEventDisableTiming
+  { R::kEventDefault } -> std::convertible_to<unsigned>;             // cudaEventDefault (with timing: traces)
   { R::kMemcpyHostToDevice } -> std::convertible_to<typename R::MemcpyKind>;
   { R::kMemcpyDeviceToHost } -> std::convertible_to<typename R::MemcpyKind>;
   { R::kMemcpyDeviceToDevice } -> std::convertible_to<typename R::MemcpyKind>;
@@ -114,6 +116,7 @@ concept GpuRuntime = requires(typename R::Status status, typename R::Stream stre
   { R::stream_wait_event(stream, event, flags) } -> std::same_as<typename R::Status>;
   { R::event_query(event) } -> std::same_as<typename R::Status>;
   { R::event_synchronize(event) } -> std::same_as<typename R::Status>;
+  { R::event_elapsed_time(milliseconds, event, event) } -> std::same_as<typename R::Status>;
   // cudaStreamAddCallback(stream, <a trampoline calling F(status, user_data)>, user_data, flags): a member template
   // over the function F, checked where GpuStreamBackend names it (a concept cannot quantify over F).
   // Memory: cudaMalloc, cudaFree, cudaMemcpyAsync.

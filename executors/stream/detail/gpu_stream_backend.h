@@ -32,8 +32,10 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "executors/stream/stream_backend.h"
 
@@ -62,6 +64,11 @@ class GpuStreamBackend : public StreamBackend {
   void wait(StreamHandle stream, EventHandle event) override;
   void notify(StreamHandle stream, NotifyFn fn, void* context) override;
   [[nodiscard]] bool try_query(EventHandle event) override;
+  // An event with timing, recorded on the stream; read against the device's anchor (below). Allocates the event and a
+  // small record per stamp, and, the first time on a device and then every kStampAnchorAge, an anchor: a stream and an
+  // event of the backend's own and one counted host synchronisation, on an idle stream (so it waits for no work).
+  [[nodiscard]] TimeStamp stamp(StreamHandle stream) override;
+  [[nodiscard]] std::int64_t read_stamp(TimeStamp stamp) noexcept override;
 
   [[nodiscard]] void* allocate(int device, std::size_t bytes) override;
   void deallocate(int device, void* pointer) noexcept override;
@@ -82,6 +89,14 @@ class GpuStreamBackend : public StreamBackend {
   using Api = GpuRuntimeApi<Runtime>;  // Runtime's traits plus the helpers built on them (gpu_stream_backend_impl.h)
 
   void check_device(int device, const char* call) const;
+
+  // Traces: a timing event of a device whose completion time on the steady clock is known, and the anchor of each
+  // device now (null until its first stamp). Stamps keep the anchor they were taken against (shared), so an anchor
+  // replaced every kStampAnchorAge lives until its last stamp is read. Guarded by anchors_mutex_.
+  struct Anchor;
+  [[nodiscard]] std::shared_ptr<const Anchor> anchor(int device);
+  std::mutex anchors_mutex_;
+  std::vector<std::shared_ptr<const Anchor>> anchors_;
 
   int devices_ = 0;
   int count_status_ = 0;  // get_device_count's status when it failed (for the no-device StreamError)

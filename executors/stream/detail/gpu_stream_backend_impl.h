@@ -11,9 +11,12 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <exception>
 #include <memory>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <string_view>
@@ -303,6 +306,86 @@ bool GpuStreamBackend<Runtime>::try_query(EventHandle event) {
     return false;
   }
   Api::throw_error(Api::kNames.event_query, status);
+}
+
+// A device's anchor: a timing event, recorded on an idle stream of the backend's own and synchronised with at once, so
+// its completion time on the device is the host time read right after (to within the synchronisation's latency).
+template <class Runtime>
+struct GpuStreamBackend<Runtime>::Anchor {
+  typename Runtime::Event event = nullptr;
+  std::int64_t at = 0;  // steady-clock ns when `event` completed
+  ~Anchor() {
+    if (event != nullptr) (void)Runtime::event_destroy(event);
+  }
+};
+
+// One stamp: its timing event and the anchor it is read against (recorded before it, so the elapsed time is >= 0).
+template <class Runtime>
+struct GpuStamp {
+  typename Runtime::Event event = nullptr;
+  std::shared_ptr<const void> anchor;  // GpuStreamBackend<Runtime>::Anchor, kept alive until the stamp is read
+  typename Runtime::Event anchor_event = nullptr;
+  std::int64_t anchor_at = 0;
+};
+
+template <class Runtime>
+std::shared_ptr<const typename GpuStreamBackend<Runtime>::Anchor> GpuStreamBackend<Runtime>::anchor(int device) {
+  const std::int64_t now =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  const std::lock_guard lock(anchors_mutex_);
+  if (anchors_.size() < static_cast<std::size_t>(devices_)) anchors_.resize(static_cast<std::size_t>(devices_));
+  std::shared_ptr<const Anchor>& current = anchors_[static_cast<std::size_t>(device)];
+  if (current != nullptr && now - current->at < kStampAnchorAge) return current;
+  auto fresh = std::make_shared<Anchor>();
+  Api::check(Api::event_create_with_flags(&fresh->event, Api::kEventDefault), Api::kNames.event_create_with_flags);
+  typename Api::Stream idle = nullptr;
+  Api::check(Api::stream_create_with_flags(&idle, Api::kStreamNonBlocking), Api::kNames.stream_create_with_flags);
+  try {
+    Api::check(Api::event_record(fresh->event, idle), Api::kNames.event_record);
+    synchronize(EventHandle{fresh->event});  // counted: one host synchronisation per anchor
+  } catch (...) {
+    (void)Api::stream_destroy(idle);
+    throw;
+  }
+  (void)Api::stream_destroy(idle);
+  fresh->at =
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch()).count();
+  current = std::move(fresh);
+  return current;
+}
+
+template <class Runtime>
+TimeStamp GpuStreamBackend<Runtime>::stamp(StreamHandle stream) {
+  typename Api::Record& s = Api::stream_of(stream);
+  Api::check(Api::set_device(s.device), Api::kNames.set_device);
+  std::shared_ptr<const Anchor> base = anchor(s.device);
+  auto owned = std::make_unique<GpuStamp<Runtime>>();
+  owned->anchor_event = base->event;
+  owned->anchor_at = base->at;
+  owned->anchor = std::move(base);
+  Api::check(Api::event_create_with_flags(&owned->event, Api::kEventDefault), Api::kNames.event_create_with_flags);
+  try {
+    // Partner: the event_elapsed_time in read_stamp(), called once work enqueued after this has completed.
+    Api::check(Api::event_record(owned->event, s.stream), Api::kNames.event_record);
+  } catch (...) {
+    (void)Api::event_destroy(owned->event);
+    throw;
+  }
+  return TimeStamp{owned.release()};
+}
+
+template <class Runtime>
+std::int64_t GpuStreamBackend<Runtime>::read_stamp(TimeStamp stamp) noexcept {
+  const std::unique_ptr<GpuStamp<Runtime>> owned(static_cast<GpuStamp<Runtime>*>(stamp.impl));
+  float milliseconds = 0;
+  // Partner: the event_record of stamp(), complete by the caller's contract (a later event or notification has).
+  const typename Api::Status status = Api::event_elapsed_time(&milliseconds, owned->anchor_event, owned->event);
+  (void)Api::event_destroy(owned->event);
+  if (status != Api::kSuccess) {
+    (void)Api::get_last_error();
+    return -1;
+  }
+  return owned->anchor_at + static_cast<std::int64_t>(static_cast<double>(milliseconds) * 1e6);
 }
 
 template <class Runtime>

@@ -192,6 +192,40 @@ TEST_CASE("try_query becomes true without blocking, and synchronize calls are co
   }
 }
 
+// What traces draw stream slices from: a stamp is the moment its stream reached it, on the steady clock, so the work
+// between two stamps shows where it ran, not where it was enqueued.
+TEST_CASE("a stamp reads the moment its stream reached it, on the steady clock", "[stream][conformance]") {
+  Watchdog watchdog("stream stamps");
+  const auto steady_ns = [] {
+    return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
+        .count();
+  };
+  for (const auto& factory : stream_backend_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      auto backend = factory.make();
+      StreamSet set(*backend);
+      const StreamHandle stream = set.stream();
+      const EventHandle event = set.event();
+      if (factory.set_delay) factory.set_delay(*backend, stream, 2ms);  // the copy between the stamps takes 2 ms
+      Slots slots(*backend, 1);
+      const std::int64_t before = steady_ns();
+      const TimeStamp first = backend->stamp(stream);
+      const std::uint64_t value = 5;
+      slots.write(stream, 0, 0, &value);
+      const TimeStamp second = backend->stamp(stream);
+      backend->record(stream, event);  // partner: the synchronize below; the stamps are read once it has returned
+      backend->synchronize(event);
+      const std::int64_t after = steady_ns();
+      const std::int64_t reached_first = backend->read_stamp(first);
+      const std::int64_t reached_second = backend->read_stamp(second);
+      CHECK(before <= reached_first);
+      CHECK(reached_first <= reached_second);
+      CHECK(reached_second <= after);
+      if (factory.set_delay) CHECK(reached_second - reached_first >= 2'000'000);
+    }
+  }
+}
+
 TEST_CASE("device memory round trip through streams", "[stream][conformance]") {
   Watchdog watchdog("stream memory");
   for (const auto& factory : stream_backend_factories()) {

@@ -7,11 +7,13 @@
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <map>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "test/engine/test_support.h"
@@ -410,6 +412,42 @@ TEST_CASE("a trace of stream ops: a lane per stream, arrows from the issue, and 
   }
   CHECK(by_name.at("cpu").ts >= by_name.at("second").ts + by_name.at("second").dur - 0.002);
   CHECK(trace.counters.at("device waits") == 2);  // one sample per stream op
+}
+
+// A stream op's slice is when its stream ran it. On stream 0 an expensive op A (2 ms on the stream); on stream 1 an
+// empty op B that reads A's output and C behind it. B is issued at once (submit-before-wait) and its stream waits for A
+// on the device: before, its slice ran from its issue to the report of its completion, 2 ms for an empty op, drawn
+// beside A as if the two had overlapped.
+TEST_CASE("a trace shows each stream op when its stream ran it, not from its issue", "[stream_executor][trace]") {
+  Watchdog watchdog("stream slices on the device");
+  const std::string path = temporary_trace_path("device-time");
+  {
+    Engine engine(stream_engine_options({.compute_streams = 2}));
+    const Var x = engine.NewVariable(), y = engine.NewVariable();
+    engine.StartTrace(path);
+    HeldOp gate(engine, {}, {x}, {.name = "gate"});  // A, B and C are issued back to back once it completes
+    engine.Push(
+        [](const RunContext& ctx) {
+          launch(ctx, [] { std::this_thread::sleep_for(std::chrono::milliseconds(2)); });  // simulated device time
+        },
+        {}, {x}, {.context = on_stream(0).context, .name = "A"});
+    engine.Push([](const RunContext& ctx) { launch(ctx, [] {}); }, {x}, {y},
+                {.context = on_stream(1).context, .name = "B"});
+    engine.Push([](const RunContext& ctx) { launch(ctx, [] {}); }, {y}, {},
+                {.context = on_stream(1).context, .name = "C"});
+    REQUIRE(gate.release());
+    engine.StopTrace();
+  }
+  const TraceFile trace = read_trace(path);
+  std::remove(path.c_str());
+  std::map<std::string, TraceFile::Slice> by_name;
+  for (const auto& [id, slice] : trace.slices) by_name[slice.name] = slice;
+  const TraceFile::Slice &a = by_name.at("A"), &b = by_name.at("B"), &c = by_name.at("C");
+  CAPTURE(a.ts, a.dur, b.ts, b.dur, c.ts, c.dur);
+  CHECK(a.dur >= 2000);         // microseconds: A's 2 ms on its stream
+  CHECK(b.ts >= a.ts + a.dur);  // B's stream started it once A was done
+  CHECK(b.dur < a.dur);
+  CHECK(c.ts >= b.ts + b.dur);
 }
 
 TEST_CASE("bad placement and misuse get clear errors", "[stream_executor][errors]") {
