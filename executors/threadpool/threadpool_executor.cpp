@@ -176,10 +176,19 @@ void ThreadPoolExecutor::drain() {
   const int worker = tbb::this_task_arena::current_thread_index();
   TaskList ready;
   while (Task* task = next_task()) {
-    do {
-      host_->execute(*task, worker, ready);
-      task = take_ready(ready, this);
-    } while (task != nullptr);
+    while (task != nullptr) {
+      do {
+        host_->execute(*task, worker, ready);
+        task = take_ready(ready, this);
+      } while (task != nullptr);
+      // Still counted as running, not searching: the next queued op is taken at once, without touching counts_ (a
+      // searcher's round trip, two read-modify-writes on a line every drainer shares, per op of a fan-out).
+      bool more = false;
+      task = has_work() ? pop(more) : nullptr;
+      // Work remains and nobody looks for it: hand the search to one more thread, as a searcher that found work would.
+      // seq_cst: as every access to counts_ (see next_task()).
+      if (more) start_drainer_if_none_searching(counts_.load(std::memory_order_seq_cst));
+    }
     // seq_cst: see next_task(). Searching again.
     counts_.fetch_add(kSearcher, std::memory_order_seq_cst);
   }
