@@ -207,7 +207,7 @@ class Engine {
   // Cost: one spinlock per distinct variable of the graph and no allocation once as many replays of the graph have
   // been in flight at once as will be; each op then costs its run, a check of its inputs' errors, and one atomic grant
   // per dependency among the graph's ops. In traces, a replayed op's slice is named "<name> (replay k)", with arrows
-  // among the ops of one replay.
+  // among the ops of one replay, and between them and the pushed ops they release or are released by.
   void Replay(const Graph& graph);
 
   // See Waits above. Throws Error for a bad variable, or when called from inside a running op of this engine.

@@ -181,8 +181,18 @@ void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* s
     var->complete(use, signal, granted);
   }
   if (op->deletes_var) vars_.recycle(state_of(op->uses[0]));
-  if (op->trace_op != 0) trace_.flows(*op, granted);
-  while (OpNode* node = granted.pop_front()) route(node, ready);
+  if (op->trace_op == 0) {
+    while (OpNode* node = granted.pop_front()) route(node, ready);
+    return;
+  }
+  trace_.flows(op->trace_op, granted);
+  while (OpNode* node = granted.pop_front()) {
+    if (node->owner_kind == kGraphJoin) {
+      route_join(op->trace_op, node, ready);
+    } else {
+      route(node, ready);
+    }
+  }
 }
 
 }  // namespace depengine::detail

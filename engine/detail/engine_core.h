@@ -169,6 +169,7 @@ class EngineCore final : public ExecutorHost {
   // Where a node that a queue granted goes: to `ready` (a pushed op through make_ready() when signals are carried), or,
   // for a join of a replay, to the ops it grants.
   void route(OpNode* node, TaskList& ready) noexcept;
+  void route_join(std::uint64_t from, OpNode* join, TaskList& ready) noexcept;
 
   // completion.cpp
   [[nodiscard]] bool find_input_error(OpRecord* op) noexcept;

@@ -135,14 +135,14 @@ void EngineTrace::stream_op(const OpRecord& op, std::size_t in_flight,
   }
 }
 
-void EngineTrace::flows(const OpRecord& op, const ReadyList& granted) noexcept {
+void EngineTrace::flows(std::uint64_t from, const ReadyList& granted) noexcept {
   TraceRecorder* trace = recorder();
   if (trace == nullptr) return;
   try {
     for (const OpNode* node = granted.front(); node != nullptr; node = node->ready_next_) {
-      if (node->owner_kind != kPushedOp) continue;  // a replay's join: its ops draw arrows among themselves only
+      if (node->owner_kind != kPushedOp) continue;  // a replay's join: see route_join()
       const std::uint64_t released = static_cast<const OpRecord*>(node)->trace_op;
-      if (released != 0) trace->flow(op.trace_op, released);
+      if (released != 0) trace->flow(from, released);
     }
   } catch (...) {  // as in cpu_op
   }

@@ -61,8 +61,9 @@ class EngineTrace {
   // A stream op has completed; also samples the device waits of `executors`.
   void stream_op(const OpRecord& op, std::size_t in_flight,
                  std::span<const std::unique_ptr<Executor>> executors) noexcept;
-  // `op`'s release gave every op in `granted` its last grant.
-  void flows(const OpRecord& op, const ReadyList& granted) noexcept;
+  // The op with trace id `from` (a pushed op's, or a replayed op's) gave every pushed op in `granted` its last grant.
+  // Joins of replays in `granted` are passed over: route_join() draws their arrows.
+  void flows(std::uint64_t from, const ReadyList& granted) noexcept;
 
  private:
   std::atomic<TraceRecorder*> current_{nullptr};

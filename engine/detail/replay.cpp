@@ -214,6 +214,9 @@ void EngineCore::complete_replayed(GraphOp* op, const GraphPlan::Op& planned, co
   // The joins first: a tail join is granted by the middle one's completion, before the readers it covers (the
   // successors below) can complete. What their queues grant is routed before our own grants, after which an op with
   // successors may no longer touch the instance.
+  GraphOp* const ops = instance->ops.get();
+  const std::uint64_t traced = instance->trace_ops;
+  const std::uint64_t id = traced + static_cast<std::uint64_t>(op - ops);
   ReadyList granted;
   const std::uint32_t* covered = plan.covered(planned);
   for (std::uint32_t c = planned.covers.begin; c < planned.covers.end; ++c, ++covered) {
@@ -223,12 +226,10 @@ void EngineCore::complete_replayed(GraphOp* op, const GraphPlan::Op& planned, co
     join.pending.store(plan.joins()[*covered].covers, std::memory_order_relaxed);  // for the next replay
     join.use.var->complete(join.use, nullptr, granted);
   }
+  if (traced != 0) trace_.flows(id, granted);  // the pushed ops this op released, across the replay's boundary
   while (OpNode* node = granted.pop_front()) route(node, ready);
   const std::uint32_t* successor = plan.successors(planned);
   const std::uint32_t* const end = successor + (planned.successors.end - planned.successors.begin);
-  GraphOp* const ops = instance->ops.get();
-  const std::uint64_t traced = instance->trace_ops;
-  const std::uint64_t id = traced + static_cast<std::uint64_t>(op - ops);
   for (; successor != end; ++successor) {
     GraphOp& next = ops[*successor];
     if (!next.grant()) continue;
@@ -250,6 +251,20 @@ void EngineCore::grant_join(GraphJoin* join, TaskList& ready) noexcept {
     if (op.grant()) ready.push_back(&op);
   }
   retire_replayed(instance);  // the join is done: the instance (and its plan) may go once the ops are
+}
+
+// A join that the completion of the traced op `from` granted: routed as route() does, with an arrow from that op to
+// each replayed op the join made ready (the boundary of a replay, crossed inward). Those ops have not run, so their
+// instance is alive while the arrows are drawn.
+void EngineCore::route_join(std::uint64_t from, OpNode* join, TaskList& ready) noexcept {
+  TaskList joined;
+  route(join, joined);
+  while (Task* task = joined.pop_front()) {
+    const auto* op = static_cast<const GraphOp*>(task);
+    const std::uint64_t traced = op->instance->trace_ops;
+    if (traced != 0) trace_.flow(from, traced + static_cast<std::uint64_t>(op - op->instance->ops.get()));
+    ready.push_back(task);
+  }
 }
 
 // A sink op or a join of `instance` is done; the last frees the instance and counts its ops out of flight.
