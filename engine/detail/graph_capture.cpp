@@ -49,6 +49,8 @@ GraphPlan::GraphPlan(std::uint32_t engine_id, std::vector<CapturedOp> captured) 
     op.async = from.async;
     op.named = from.named;
     op.name = std::move(from.name);
+    op.scope = std::move(from.scope);
+    if (op.scope.get() != nullptr) scoped_.push_back(op.scope.get());
     op.uses.begin = static_cast<std::uint32_t>(uses_.size());
     auto edge = [&](std::int64_t from_op) {
       const auto p = static_cast<std::uint32_t>(from_op);
@@ -198,10 +200,9 @@ void EngineCore::capture(OpRecord* op) {
     refusal =
         " inside Capture: an op with wait or signal fences cannot be captured (a fence value cannot repeat); wait for "
         "or signal the fence from an op pushed outside the capture";
-  } else if (op->scope != nullptr) {
-    refusal = " inside Capture: an op with a CancelScope cannot be captured yet";
   }
   CapturedOp captured;
+  captured.scope = ScopeHold(op->scope);
   captured.executor = op->executor();
   captured.priority = op->priority();
   captured.no_skip = op->no_skip;

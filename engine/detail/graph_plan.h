@@ -47,8 +47,10 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <utility>
 #include <vector>
 
+#include "engine/cancel_scope.h"
 #include "engine/detail/op_function.h"
 #include "engine/detail/var_table.h"
 #include "engine/op_name.h"
@@ -92,6 +94,29 @@ struct GraphJoin final : OpNode {
   GraphInstance* instance = nullptr;
 };
 
+// A reference to a CancelScope's state, held by a captured op and then by its plan: a scope lives as long as the graphs
+// that name it. Each replay counts the scope's ops in (ScopeState::op_pushed) and out as they complete.
+class ScopeHold {
+ public:
+  ScopeHold() = default;
+  explicit ScopeHold(ScopeState* state) noexcept : state_(state) {
+    // relaxed: a new reference from one the caller holds, as shared_ptr's copy.
+    if (state_ != nullptr) state_->refs.fetch_add(1, std::memory_order_relaxed);
+  }
+  ScopeHold(ScopeHold&& other) noexcept : state_(std::exchange(other.state_, nullptr)) {}
+  ScopeHold& operator=(ScopeHold&& other) noexcept {
+    std::swap(state_, other.state_);
+    return *this;
+  }
+  ~ScopeHold() {
+    if (state_ != nullptr) ScopeState::release(state_);
+  }
+  [[nodiscard]] ScopeState* get() const noexcept { return state_; }
+
+ private:
+  ScopeState* state_ = nullptr;
+};
+
 // One push made inside a capture.
 struct CapturedOp {
   struct Use {
@@ -107,6 +132,7 @@ struct CapturedOp {
   bool named = false;
   OpName name;
   std::vector<Use> uses;  // sorted and folded, as the push had them
+  ScopeHold scope;        // PushOptions::scope's, or none
 };
 
 class GraphPlan {
@@ -129,6 +155,7 @@ class GraphPlan {
     Range uses;        // into uses_
     Range successors;  // into successors_
     Range covers;      // into covered_: the joins whose pending count it takes down when it completes
+    ScopeHold scope;   // PushOptions::scope's, or none: cancelled, the op completes with its error, unrun
     [[nodiscard]] std::string_view name_view() const noexcept { return named ? name.view() : std::string_view{}; }
   };
   struct Use {
@@ -169,6 +196,8 @@ class GraphPlan {
   [[nodiscard]] const std::vector<std::uint32_t>& roots() const noexcept { return roots_; }
   // The ops that count a replay down (see Retirement above): sinks and async ops.
   [[nodiscard]] std::size_t retirers() const noexcept { return retirers_; }
+  // The scope of each op that has one (a scope once per such op): what a replay counts in.
+  [[nodiscard]] const std::vector<ScopeState*>& scoped() const noexcept { return scoped_; }
   // Which replay this is, from 0. Taken under the variables' locks (a graph without variables: in no particular
   // order).
   [[nodiscard]] std::int64_t next_replay() noexcept {
@@ -190,6 +219,7 @@ class GraphPlan {
   std::vector<Join> joins_;  // sorted by variable address; a variable's head, middle and tail in that order
   std::vector<std::uint32_t> targets_;
   std::vector<std::uint32_t> roots_;
+  std::vector<ScopeState*> scoped_;  // see scoped(); the ops' ScopeHolds keep them alive
   std::size_t retirers_ = 0;
   std::atomic<std::int64_t> replays_{0};
 

@@ -91,6 +91,8 @@ void EngineCore::replay(const Graph& graph) {
     in_flight_.leave(count);
     throw Error("Replay: a variable the graph uses was deleted (DeleteVariable) since the capture");
   }
+  // Before our grants below: until then no op of the replay can run, and so none complete and count out.
+  for (ScopeState* scope : plan->scoped()) scope->op_pushed();
   // Our grant of each join waiting in its queue: it may be routed now (its queue may have granted it already). Once
   // the last is given, the whole replay may run and retire on other threads, and a concurrent Replay of the graph take
   // the instance again: nothing of it is read after that grant, unless `ready` or a root still holds it back.
@@ -120,14 +122,19 @@ void EngineCore::execute_replayed(GraphOp* op, int worker, TaskList& ready) noex
     if (uses[i].var->error != nullptr) [[unlikely]]
       input_error = &uses[i].var->error;
   }
+  ScopeState* const scope = planned.scope.get();
   // relaxed: as in find_input_error().
   if (cancelling_.load(std::memory_order_relaxed)) [[unlikely]] {
     error = teardown_error_;
+  } else if (scope != nullptr && scope->cancelled.load(std::memory_order_acquire)) [[unlikely]] {
+    // acquire: pairs with the release store of CancelScope::Cancel(), which wrote the scope's error first.
+    error = scope->error;
+    errors_.raise(error, planned.name_view(), instance->owner);
   } else if (input_error != nullptr && !planned.no_skip) {
     error = *input_error;
   } else {
     const RunningScope running(this, &ready, instance->owner);
-    RunContext ctx{planned.name_view(), worker, op->executor(), nullptr, nullptr, nullptr, input_error};
+    RunContext ctx{planned.name_view(), worker, op->executor(), nullptr, nullptr, scope, input_error};
     ctx.replay = instance->replay;
     TraceRecorder* trace = instance->trace_ops != 0 ? trace_.recorder() : nullptr;
     const std::int64_t start = trace != nullptr ? trace->now() : 0;
@@ -189,9 +196,12 @@ void EngineCore::complete_async_replayed(OpRecord* record, const std::exception_
 
 // Both parties of a replayed async op are done: its record goes back to the pool, and the op retires.
 void EngineCore::retire_async_replayed(OpRecord* record) noexcept {
-  GraphInstance* instance = record->replayed->instance;
+  GraphOp* op = record->replayed;
+  GraphInstance* instance = op->instance;
+  ScopeState* const scope = instance->plan.op(static_cast<std::uint32_t>(op - instance->ops.get())).scope.get();
   record->recycle();
   retire_replayed(instance);
+  if (scope != nullptr) ScopeState::op_retired(scope);  // both parties done, as a pushed async op's retirement
 }
 
 // Completes a replayed op: poisons and counts what it mutates, completes the joins it was the last to cover, grants its
@@ -200,6 +210,8 @@ void EngineCore::retire_async_replayed(OpRecord* record) noexcept {
 // Retirement).
 void EngineCore::complete_replayed(GraphOp* op, const GraphPlan::Op& planned, const std::exception_ptr& error,
                                    TaskList& ready, bool retire) noexcept {
+  // Read now: the plan may be gone once the last grant below has landed. The replay's count holds the state.
+  ScopeState* const scope = planned.async ? nullptr : planned.scope.get();  // an async op's: at its retirement
   GraphInstance* instance = op->instance;
   GraphPlan& plan = instance->plan;
   const GraphPlan::Use* uses = plan.uses(planned);
@@ -237,6 +249,7 @@ void EngineCore::complete_replayed(GraphOp* op, const GraphPlan::Op& planned, co
     ready.push_back(&next);
   }
   if (retire) retire_replayed(instance);
+  if (scope != nullptr) ScopeState::op_retired(scope);  // after its effects, as a pushed op's retirement
 }
 
 // A join granted by its queue: grants the ops it stands for (graph_plan.h, Joins).
