@@ -21,28 +21,10 @@ bool VarQueue::append_locked(VarUse& use) noexcept {
   return false;
 }
 
-void VarQueue::complete(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept {
-  if (use.access != Access::kRead && signal == nullptr) {
-    VarUse* next = next_of(use);
-    if (next != nullptr && next->access != Access::kRead) {  // the fast path (see Two cache lines)
-      done_lock_.lock();
-      if (use.access == Access::kWrite) {
-        // relaxed load: only the holder of the variable's exclusivity changes version_. release store: pairs with
-        // the acquire in version(), publishing the mutation this counts.
-        version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-      }
-      // relaxed: read by lock_'s holders that the grants below order after this (first_locked()), and by inspect(),
-      // which holds done_lock_.
-      head_.store(next, std::memory_order_relaxed);
-      done_lock_.unlock();
-      grant(*next, ready);
-      return;
-    }
-  }
-  complete_slow(use, signal, ready);
-}
-
-void VarQueue::complete_slow(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept {
+// Inlined into complete(): on the inline executor, and for reads, it is the common case, and a call of its own cost
+// the hot path about ten instructions per use.
+[[gnu::always_inline]] inline void VarQueue::complete_slow(const VarUse& use, const VarSignal* signal,
+                                                           ReadyList& ready) noexcept {
   lock_.lock();
   if (signal != nullptr) {
     assert(signals_ != nullptr && "complete() with a signal on a queue without signals (carry_signals)");
@@ -70,6 +52,27 @@ void VarQueue::complete_slow(const VarUse& use, const VarSignal* signal, ReadyLi
     grant_front_reads(use.next, ready);  // use.next is written only under lock_, which we hold
   }
   lock_.unlock();
+}
+
+void VarQueue::complete(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept {
+  if (use.access != Access::kRead && signal == nullptr) {
+    VarUse* next = next_of(use);
+    if (next != nullptr && next->access != Access::kRead) {  // the fast path (see Two cache lines)
+      done_lock_.lock();
+      if (use.access == Access::kWrite) {
+        // relaxed load: only the holder of the variable's exclusivity changes version_. release store: pairs with
+        // the acquire in version(), publishing the mutation this counts.
+        version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+      }
+      // relaxed: read by lock_'s holders that the grants below order after this (first_locked()), and by inspect(),
+      // which holds done_lock_.
+      head_.store(next, std::memory_order_relaxed);
+      done_lock_.unlock();
+      grant(*next, ready);
+      return;
+    }
+  }
+  complete_slow(use, signal, ready);
 }
 
 // Grants the reads at the front of the list that starts at `front` (they leave it), then makes what remains the list:
