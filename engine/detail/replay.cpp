@@ -155,10 +155,12 @@ void EngineCore::execute_replayed(GraphOp* op, int worker, TaskList& ready) noex
     }
     if (record != nullptr) {
       release_hold(record);  // the function has returned; the op completed, or completes, at its Completion
-      return;
+      return;                // (its scope counts it out when both are done: retire_async_replayed)
     }
   }
   complete_replayed(op, planned, error, ready, planned.retires);
+  // After its effects, as a pushed op's retirement. `scope` was read before: the plan may be gone by now.
+  if (scope != nullptr) ScopeState::op_retired(scope);
 }
 
 // Calls an async op's function with a Completion on a pooled record (see Retirement in graph_plan.h), and returns that
@@ -210,8 +212,6 @@ void EngineCore::retire_async_replayed(OpRecord* record) noexcept {
 // Retirement).
 void EngineCore::complete_replayed(GraphOp* op, const GraphPlan::Op& planned, const std::exception_ptr& error,
                                    TaskList& ready, bool retire) noexcept {
-  // Read now: the plan may be gone once the last grant below has landed. The replay's count holds the state.
-  ScopeState* const scope = planned.async ? nullptr : planned.scope.get();  // an async op's: at its retirement
   GraphInstance* instance = op->instance;
   GraphPlan& plan = instance->plan;
   const GraphPlan::Use* uses = plan.uses(planned);
@@ -249,7 +249,6 @@ void EngineCore::complete_replayed(GraphOp* op, const GraphPlan::Op& planned, co
     ready.push_back(&next);
   }
   if (retire) retire_replayed(instance);
-  if (scope != nullptr) ScopeState::op_retired(scope);  // after its effects, as a pushed op's retirement
 }
 
 // A join granted by its queue: grants the ops it stands for (graph_plan.h, Joins).

@@ -1607,24 +1607,31 @@ TEST_CASE("ops captured with a CancelScope are counted, cancelled and waited for
       const Var v = engine.NewVariable(), w = engine.NewVariable();
       std::optional<CancelScope> scope(std::in_place);
       std::atomic<int> ran{0};
+      // An async op too: it counts out when its Completion and its function are both done, or, cancelled, at once.
       Graph graph = engine.Capture([&] {
         engine.Push([&] { ran.fetch_add(1); }, {}, {v}, {.name = "scoped a", .scope = &*scope});
         engine.Push([&] { ran.fetch_add(1); }, {v}, {w}, {.name = "scoped b", .scope = &*scope});
+        engine.PushAsync(
+            [&](Completion done) {
+              ran.fetch_add(1);
+              done();
+            },
+            {w}, {}, {.name = "scoped async c", .scope = &*scope});
       });
       CHECK(scope->pending() == 0);  // captured, not pushed
 
       engine.Replay(graph);
       engine.WaitForScope(*scope);
-      CHECK(ran.load() == 2);
+      CHECK(ran.load() == 3);
       CHECK(scope->pending() == 0);
 
       HeldOp held(engine, {}, {v}, {.name = "held"});  // the next replay's ops wait for it
       engine.Replay(graph);
-      CHECK(scope->pending() == 2);
+      CHECK(scope->pending() == 3);
       scope->Cancel();
       REQUIRE(held.release());
       engine.WaitForScope(*scope);
-      CHECK(ran.load() == 2);  // cancelled before they started: neither ran
+      CHECK(ran.load() == 3);  // cancelled before they started: none ran
       CHECK_THROWS_AS(engine.WaitForVar(v), Cancelled);
       CHECK_THROWS_AS(engine.WaitForVar(w), Cancelled);
 
@@ -1637,7 +1644,7 @@ TEST_CASE("ops captured with a CancelScope are counted, cancelled and waited for
         engine.WaitForAll();
       } catch (const Cancelled&) {  // an error of the cancelled ops that no wait above reported
       }
-      CHECK(ran.load() == 2);
+      CHECK(ran.load() == 3);
 
       if (factory.workers == 0) continue;  // below, an op runs until the test thread cancels: a pool's worker runs it
       CancelScope running;
