@@ -15,7 +15,7 @@
 // --mpi trains one replica per MPI rank instead, each rank's all-reduces overlapping its backward (across_ranks.cpp).
 //
 // --device streams (default) simulates the devices with the host stream backend, so it runs anywhere; cuda uses the
-// GPUs (as many as --devices, at most the GPUs present). At the end it trains the same model on one device with the
+// GPUs (--devices of them; by default every GPU present). At the end it trains the same model on one device with the
 // whole batch (plain loops, no engine) and compares the weights: --check exits with status 1 if any weight differs by
 // more than 1e-4 relative to the largest weight (the devices sum their slices' gradients in another order than one
 // device sums the batch, so the two agree to float rounding, not bit for bit).
@@ -62,7 +62,7 @@ constexpr const char* kReduce[3] = {"all-reduce 0", "all-reduce 1", "all-reduce 
 constexpr const char* kBroadcast[3] = {"broadcast 0", "broadcast 1", "broadcast 2"};
 
 struct Options {
-  int devices = 4;
+  int devices = 0;  // 0 until parsed: 4 on streams, every GPU present on cuda
   std::string device = "streams";
   int epochs = 10;
   int batch = 100;   // the global batch, split evenly over the devices
@@ -70,6 +70,15 @@ struct Options {
   bool mpi = false;  // one replica per MPI rank (across_ranks.h) instead of one per device
   bool check = false;
 };
+
+// The GPUs present; at least 1, so that a machine without any gets the stream executor's error, which says why.
+int cuda_devices() {
+#if DEPENGINE_EXAMPLES_CUDA
+  return std::max(1, depengine::CudaStreamBackend().device_count());
+#else
+  return 1;
+#endif
+}
 
 Options parse(int argc, char** argv) {
   Options o;
@@ -98,6 +107,7 @@ Options parse(int argc, char** argv) {
   if (o.device != "streams" && o.device != "cuda") {
     throw std::invalid_argument("--device must be streams or cuda, not '" + o.device + "'");
   }
+  if (o.devices == 0) o.devices = o.device == "cuda" ? cuda_devices() : 4;
   // One compute stream per device and one collective channel, within an engine's streams (kMaxEngineAxes).
   if (o.devices > static_cast<int>(depengine::kMaxEngineAxes) - 1) {
     throw std::invalid_argument("--devices: at most " + std::to_string(depengine::kMaxEngineAxes - 1) +

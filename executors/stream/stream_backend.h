@@ -232,8 +232,9 @@ class StreamBackend {
   // reported complete. Read it with read_stamp() once work enqueued after it has completed (an event recorded, or a
   // notification enqueued, after it has). Host: a notification that reads the clock. CUDA/HIP: an event with timing,
   // whose elapsed time since a reference event of the device is put on the host clock (the reference is recorded on an
-  // idle stream of the backend's own and synchronised with once per device, and again every kStampAnchorAge, since
-  // elapsed times are floats). Slow path, for traces: allocates. Throws StreamError.
+  // idle stream of the backend's own and synchronised with, a few times to bracket its completion on the host clock,
+  // once per device and again every kStampAnchorAge, since elapsed times are floats); a stamp is then off by up to a
+  // few microseconds, half the narrowest bracket. Slow path, for traces: allocates. Throws StreamError.
   [[nodiscard]] virtual TimeStamp stamp(StreamHandle stream) = 0;
   static constexpr std::int64_t kStampAnchorAge = 10'000'000'000;  // ns
 

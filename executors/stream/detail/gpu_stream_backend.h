@@ -65,8 +65,8 @@ class GpuStreamBackend : public StreamBackend {
   void notify(StreamHandle stream, NotifyFn fn, void* context) override;
   [[nodiscard]] bool try_query(EventHandle event) override;
   // An event with timing, recorded on the stream; read against the device's anchor (below). Allocates the event and a
-  // small record per stamp, and, the first time on a device and then every kStampAnchorAge, an anchor: a stream and an
-  // event of the backend's own and one counted host synchronisation, on an idle stream (so it waits for no work).
+  // small record per stamp, and, the first time on a device and then every kStampAnchorAge, an anchor: a stream of the
+  // backend's own, idle (so it waits for no work), and five events on it, each with a counted host synchronisation.
   [[nodiscard]] TimeStamp stamp(StreamHandle stream) override;
   [[nodiscard]] std::int64_t read_stamp(TimeStamp stamp) noexcept override;
 
@@ -90,7 +90,8 @@ class GpuStreamBackend : public StreamBackend {
 
   void check_device(int device, const char* call) const;
 
-  // Traces: a timing event of a device whose completion time on the steady clock is known, and the anchor of each
+  // Traces: a timing event of a device whose completion time on the steady clock is known to within a few
+  // microseconds (gpu_stream_backend_impl.h says how), and the anchor of each
   // device now (null until its first stamp). Stamps keep the anchor they were taken against (shared), so an anchor
   // replaced every kStampAnchorAge lives until its last stamp is read. Guarded by anchors_mutex_.
   struct Anchor;

@@ -38,6 +38,9 @@ struct StreamBackendFactory {
   std::function<std::unique_ptr<StreamBackend>()> make;
   // Sets a stream's simulated device time; null where the backend has real device time (CUDA, HIP).
   std::function<void(StreamBackend&, StreamHandle, std::chrono::nanoseconds)> set_delay;
+  // How far a stamp may read from the moment its stream reached it: 0 where the stream thread reads the host clock
+  // itself; on CUDA and HIP, the anchor's bracket (StreamBackend::stamp) with a wide margin.
+  std::chrono::nanoseconds stamp_slack{0};
 };
 
 inline constexpr int kHostDevices = 2;
@@ -49,14 +52,16 @@ inline StreamBackendFactory host_backend_factory() {
           }};
 }
 
+inline constexpr std::chrono::nanoseconds kGpuStampSlack = std::chrono::microseconds(20);
+
 // The GPU backends that were built, whether or not a device exists.
 inline std::vector<StreamBackendFactory> gpu_backend_factories() {
   std::vector<StreamBackendFactory> factories;
 #if defined(DEPENGINE_HAVE_CUDA_STREAM)
-  factories.push_back({"cuda", [] { return std::make_unique<CudaStreamBackend>(); }, nullptr});
+  factories.push_back({"cuda", [] { return std::make_unique<CudaStreamBackend>(); }, nullptr, kGpuStampSlack});
 #endif
 #if defined(DEPENGINE_HAVE_HIP_STREAM)
-  factories.push_back({"hip", [] { return std::make_unique<HipStreamBackend>(); }, nullptr});
+  factories.push_back({"hip", [] { return std::make_unique<HipStreamBackend>(); }, nullptr, kGpuStampSlack});
 #endif
   return factories;
 }
