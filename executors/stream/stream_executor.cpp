@@ -239,21 +239,18 @@ StreamStats StreamExecutor::stats() const noexcept {
 void StreamExecutor::submit(Task& task) noexcept {
   {
     std::lock_guard lock(queue_mutex_);
-    queue_.push(&task);
-    if (draining_) return;  // the draining thread issues it, after what it is issuing now
-    draining_ = true;
-  }
-  for (;;) {
-    Task* next = nullptr;
-    {
-      std::lock_guard lock(queue_mutex_);
-      next = queue_.pop();
-      if (next == nullptr) {
-        draining_ = false;
-        return;
-      }
+    if (draining_) {
+      queue_.push(&task);  // the draining thread issues it, after what it is issuing now
+      return;
     }
+    draining_ = true;  // the queue is empty: a drainer leaves only once it has found it so, under this lock
+  }
+  Task* next = &task;
+  while (next != nullptr) {
     issue_one(*next);
+    std::lock_guard lock(queue_mutex_);
+    next = queue_.pop();
+    if (next == nullptr) draining_ = false;
   }
 }
 
@@ -505,6 +502,7 @@ void StreamExecutor::handle_notifications() noexcept {
 void StreamExecutor::on_notified(Stream& s, std::uint64_t count) noexcept {
   TaskList done;
   std::uint64_t covered = 0;
+  bool stamped = false;
   {
     std::lock_guard lock(s.mutex);
     s.notified += count;
@@ -512,18 +510,21 @@ void StreamExecutor::on_notified(Stream& s, std::uint64_t count) noexcept {
     while (s.in_flight.front() != nullptr && s.in_flight.front()->executor_word_ <= covered) {
       done.push_back(s.in_flight.pop_front());
     }
+    stamped = !s.stamps.empty();  // see retire()
   }
-  if (!done.empty()) retire(s, done, covered);
+  if (!done.empty()) retire(s, done, covered, stamped);
 }
 
 // Retires `done` (ops up to epoch `covered`, in order): advances the tracker, or fails the axis if the stream failed.
-void StreamExecutor::retire(Stream& s, TaskList& done, std::uint64_t covered) noexcept {
+// `stamped`: the stream held traced ops' stamps when `done` was taken off it, under the same lock. The stamps of the
+// ops in `done` were kept before those ops were put in flight, so without any there are none to read.
+void StreamExecutor::retire(Stream& s, TaskList& done, std::uint64_t covered, bool stamped) noexcept {
   // acquire: pairs with the release in fail_stream().
   const std::exception_ptr failure = s.failed.load(std::memory_order_acquire) ? s.failure() : nullptr;
   if (failure == nullptr) {
     // Ops first, then the axis: a WaitForVar woken by the advance finds their signal fences raised.
     while (Task* task = done.pop_front()) {
-      report_stamps(s, *task);
+      if (stamped) report_stamps(s, *task);
       host_->complete_issued(*task, nullptr);
     }
     host_->tracker().advance(s.tracked, covered);
@@ -579,21 +580,22 @@ bool StreamExecutor::poll_stream(Stream& s) noexcept {
     newest_done = backend_->try_query(s.ring[newest % kEventRing].event);
   } catch (...) {  // a failure: the walk below finds which ops it takes
   }
-  for (;;) {
+  bool stamped = false;  // see retire()
+  if (newest_done) {     // every op up to it has completed: one lock takes them all
+    std::lock_guard lock(s.mutex);
+    while (s.in_flight.front() != nullptr && s.in_flight.front()->executor_word_ <= newest) {
+      covered = s.in_flight.front()->executor_word_;
+      done.push_back(s.in_flight.pop_front());
+    }
+    stamped = !s.stamps.empty();
+  }
+  while (!newest_done) {
     Task* front = nullptr;
     {
       std::lock_guard lock(s.mutex);
       front = s.in_flight.front();
     }
     if (front == nullptr) break;
-    if (newest_done && front->executor_word_ <= newest) {
-      {
-        std::lock_guard lock(s.mutex);
-        done.push_back(s.in_flight.pop_front());
-      }
-      covered = front->executor_word_;
-      continue;
-    }
     // The slot of the op's epoch holds its record or a later one of the same stream (complete implies this one is).
     const EventSlot& slot = s.ring[front->executor_word_ % kEventRing];
     bump(s.event_queries);
@@ -610,6 +612,7 @@ bool StreamExecutor::poll_stream(Stream& s) noexcept {
     {
       std::lock_guard lock(s.mutex);
       done.push_back(s.in_flight.pop_front());
+      stamped = stamped || !s.stamps.empty();
     }
     covered = front->executor_word_;
   }
@@ -617,7 +620,7 @@ bool StreamExecutor::poll_stream(Stream& s) noexcept {
   std::uint64_t count = 0;
   for (Task* task = done.front(); task != nullptr; task = task->next_) ++count;
   if (covered == 0) covered = host_->tracker().completed(s.tracked);  // failed before anything completed
-  retire(s, done, covered);
+  retire(s, done, covered, stamped);
   // relaxed: the count only decides whether to keep polling; the Dekker pair is closed with seq_cst in poll().
   outstanding_.fetch_sub(count, std::memory_order_relaxed);
   return true;

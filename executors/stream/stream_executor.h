@@ -204,7 +204,7 @@ class StreamExecutor final : public Executor {
   static void wait_on(void* context, const WaitFrontier& entries);  // StreamPlacement::wait
   void handle_notifications() noexcept;
   void on_notified(Stream& stream, std::uint64_t count) noexcept;
-  void retire(Stream& stream, TaskList& done, std::uint64_t covered) noexcept;
+  void retire(Stream& stream, TaskList& done, std::uint64_t covered, bool stamped) noexcept;
   void start_polling() noexcept;
   [[nodiscard]] bool awaited() const noexcept;
   void poll(int idle_rounds) noexcept;
