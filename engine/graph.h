@@ -17,6 +17,15 @@
 // replay runs it from RunContext::replay (0 for the first replay of its graph; replays from several threads are
 // numbered in the order they take effect on the graph's variables).
 //
+// Graphs of stream ops. On an engine with a stream executor, a capture holds stream ops of one executor and one
+// device, and a replay is one stream op: it uses every variable of the graph (mutating those that any of its ops
+// mutates), orders against pushes as that one op, and is issued on one stream with the device waits that op needs.
+// Its issue runs the captured ops there in captured order: on host streams by calling their functions, with errors
+// step by step as if each were pushed; on CUDA and HIP (Executor::records_work) the first replay records the work
+// the functions enqueue into a graph (stream capture) and every replay launches that graph, so later replays do not
+// call the functions (their RunContext::replay is the recording replay's), an input error skips the whole replay, and
+// a function that throws while being recorded fails it. A replay counts one op in flight.
+//
 // A Graph is a move-only handle. It belongs to the engine that captured it and names that engine's variables; it may
 // be destroyed while replays of it are in flight (they keep what they need). Replaying it after a variable it names
 // was deleted is an Error.
@@ -32,6 +41,7 @@ namespace depengine {
 
 namespace detail {
 class GraphPlan;
+class StreamGraph;
 class EngineCore;
 }  // namespace detail
 
@@ -51,8 +61,10 @@ class Graph {
  private:
   friend class detail::EngineCore;
   explicit Graph(std::shared_ptr<detail::GraphPlan> plan) noexcept : plan_(std::move(plan)) {}
+  explicit Graph(std::shared_ptr<detail::StreamGraph> streams) noexcept : streams_(std::move(streams)) {}
 
-  std::shared_ptr<detail::GraphPlan> plan_;
+  std::shared_ptr<detail::GraphPlan> plan_;       // a graph of CPU ops
+  std::shared_ptr<detail::StreamGraph> streams_;  // or a graph of stream ops (at most one of the two is set)
 };
 
 }  // namespace depengine

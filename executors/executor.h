@@ -27,6 +27,7 @@
 
 #include <cstdint>
 #include <exception>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <utility>
@@ -126,6 +127,16 @@ class ExecutorHost {
   ~ExecutorHost() = default;
 };
 
+// Work an executor recorded once, to launch again (Executor::replay_recorded): a CUDA or HIP graph. Opaque to the
+// engine, which keeps it for the graph of stream ops that it was recorded for (engine/graph.h).
+class RecordedOps {
+ public:
+  RecordedOps() = default;
+  RecordedOps(const RecordedOps&) = delete;
+  RecordedOps& operator=(const RecordedOps&) = delete;
+  virtual ~RecordedOps() = default;
+};
+
 class Executor {
  public:
   Executor() = default;
@@ -165,6 +176,15 @@ class Executor {
   [[nodiscard]] virtual std::string axis_name(Axis axis) const { return to_string(axis); }
   // Its device waits so far (traces sample them); none for CPU executors.
   [[nodiscard]] virtual DeviceWaits device_waits() const noexcept { return {}; }
+
+  // Whether replay_recorded() works: a stream executor whose device runtime records work (CUDA, HIP graphs).
+  [[nodiscard]] virtual bool records_work() const noexcept { return false; }
+  // During an issue (ExecutorHost::issue, on the issuing thread, with the `where` it was given): enqueues on that
+  // stream the work `recorded` holds. If it holds none yet, first records what enqueue(context) enqueues there, called
+  // once and recorded instead of run; a throw of enqueue discards the recording and propagates. Throws what the
+  // backend throws (StreamError); std::logic_error where records_work() is false.
+  virtual void replay_recorded(const StreamPlacement& where, std::unique_ptr<RecordedOps>& recorded,
+                               void (*enqueue)(void* context), void* context);
 };
 
 // Routes the tasks in `ready`: submits every task that belongs to another executor, and every task of `self` but one,

@@ -210,6 +210,12 @@ Executor& EngineCore::executor_at(std::uint32_t index) const {
   return *executors_[index];
 }
 
+std::uint32_t EngineCore::executor_index(const Executor* executor) const noexcept {
+  std::uint32_t index = 0;
+  while (executors_[index].get() != executor) ++index;  // an executor of this engine: found
+  return index;
+}
+
 }  // namespace depengine::detail
 
 namespace depengine {

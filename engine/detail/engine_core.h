@@ -14,6 +14,7 @@
 //   fences.cpp            timeline fences: arm the waits, promise at issue, raise or fail at completion
 //   waits.cpp             WaitForVar, WaitForAll, WaitForFence, StopTrace
 //   graph_plan.h, graph_capture.cpp, replay.cpp  Capture and Replay: a step planned once, replayed through joins
+//   stream_graph.{h,cpp}  a captured graph of stream ops, replayed as one stream op (recorded once on CUDA and HIP)
 //   error_log.{h,cpp}     which errors no wait reported yet, and the error sink
 //   in_flight_report.{h,cpp}  what the ops in flight wait for, and wait cycles (Engine::InFlightReport)
 //   stall_watch.{h,cpp}   the thread that prints that report when nothing completes for a while
@@ -62,6 +63,8 @@
 
 namespace depengine::detail {
 
+class StreamGraph;
+
 // For a no_skip op about to run: the error one of its variables carries, or null (RunContext::input_error).
 [[nodiscard]] const std::exception_ptr* first_input_error(const OpRecord* op) noexcept;
 
@@ -75,6 +78,8 @@ class EngineCore final : public ExecutorHost {
   Var new_variable() { return vars_.make(); }
   [[nodiscard]] std::uint64_t version(Var var) const { return vars_.checked(var, "Version")->version(); }
   [[nodiscard]] Executor& executor_at(std::uint32_t index) const;
+  // The index in EngineOptions::executors of one of the engine's executors.
+  [[nodiscard]] std::uint32_t executor_index(const Executor* executor) const noexcept;
   // The ops in flight at one moment during the call (Engine::InFlight).
   [[nodiscard]] std::size_t in_flight_now() const noexcept { return in_flight_.now(); }
   // Engine::InFlightReport (in_flight_report.h), with what the report hooks add.
@@ -154,6 +159,11 @@ class EngineCore final : public ExecutorHost {
 
   // graph_capture.cpp
   void capture(OpRecord* op);
+  [[nodiscard]] const char* refuse_in_stream_graph(const OpRecord* op, const CapturedOp* first) const noexcept;
+
+  // stream_graph.cpp: a graph of stream ops replayed as one stream op (stream_graph.h).
+  void replay_streams(const std::shared_ptr<StreamGraph>& graph);
+  void run_stream_graph(StreamGraph& graph, const RunContext& ctx, std::uint64_t owner);
 
   // replay.cpp
   void execute_replayed(GraphOp* op, int worker, TaskList& ready) noexcept;

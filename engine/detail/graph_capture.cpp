@@ -7,6 +7,7 @@
 #include "engine/detail/engine_core.h"
 #include "engine/detail/graph_plan.h"
 #include "engine/detail/running.h"
+#include "engine/detail/stream_graph.h"
 
 namespace depengine::detail {
 namespace {
@@ -167,9 +168,6 @@ void EngineCore::begin_capture() {
     throw Error(
         "Capture: called from inside a running op of this engine; capture from the thread that pushes the step");
   }
-  if (has_streams_) {
-    throw Error("Capture: the engine has a stream executor; capturing stream ops is not supported yet");
-  }
   t_running.captured = new std::vector<CapturedOp>();
   t_running.capturing = this;
 }
@@ -184,13 +182,35 @@ Graph EngineCore::end_capture() {
   std::unique_ptr<std::vector<CapturedOp>> ops(t_running.captured);
   t_running.capturing = nullptr;
   t_running.captured = nullptr;
-  if (ops->size() > in_flight_.max()) {
+  if (!has_streams_ && ops->size() > in_flight_.max()) {
     throw Error("Capture: the graph has " + std::to_string(ops->size()) +
                 " ops, more than EngineOptions::max_in_flight (" + std::to_string(in_flight_.max()) +
                 "), so no replay of it could be admitted; raise the bound or capture a smaller step");
   }
   if (ops->empty()) return Graph();
+  if (has_streams_) {
+    const std::uint32_t executor = executor_index(ops->front().executor);
+    return Graph(std::make_shared<StreamGraph>(vars_.engine_id(), executor, std::move(*ops)));
+  }
   return Graph(std::make_shared<GraphPlan>(vars_.engine_id(), std::move(*ops)));
+}
+
+// On an engine with a stream executor a graph holds stream ops of one executor and one device, replayed as one stream
+// op (stream_graph.h): why `op` cannot join a graph whose first op is `first` (null: the graph is empty), or null.
+const char* EngineCore::refuse_in_stream_graph(const OpRecord* op, const CapturedOp* first) const noexcept {
+  if (!op->executor()->issues_ahead()) {
+    return " inside Capture: the engine has a stream executor, and a graph then holds stream ops only (it replays as "
+           "one stream op); push CPU ops outside the capture, or capture them with an engine without streams";
+  }
+  if (op->scope != nullptr) {
+    return " inside Capture: a stream op with a CancelScope cannot be captured (a graph of stream ops replays as "
+           "one op); push it outside the capture";
+  }
+  if (first != nullptr && (first->executor != op->executor() || first->device != op->device())) {
+    return " inside Capture: a graph of stream ops holds ops of one stream executor and one device (it replays as one "
+           "stream op); capture each device's ops in a graph of its own";
+  }
+  return nullptr;
 }
 
 // A push made inside a capture: checks that a graph can hold it, then moves it from its record into the capture.
@@ -200,6 +220,8 @@ void EngineCore::capture(OpRecord* op) {
     refusal =
         " inside Capture: an op with wait or signal fences cannot be captured (a fence value cannot repeat); wait for "
         "or signal the fence from an op pushed outside the capture";
+  } else if (has_streams_) {
+    refusal = refuse_in_stream_graph(op, t_running.captured->empty() ? nullptr : &t_running.captured->front());
   }
   CapturedOp captured;
   captured.scope = ScopeHold(op->scope);
@@ -207,6 +229,9 @@ void EngineCore::capture(OpRecord* op) {
   captured.priority = op->priority();
   captured.no_skip = op->no_skip;
   captured.async = op->async;
+  captured.device = op->device();
+  captured.stream_kind = op->stream_kind();
+  captured.stream = op->stream();
   try {
     if (op->named) {
       captured.name = op->name;

@@ -133,6 +133,10 @@ struct CapturedOp {
   OpName name;
   std::vector<Use> uses;  // sorted and folded, as the push had them
   ScopeHold scope;        // PushOptions::scope's, or none
+  // Its placement (Context), for a stream op.
+  std::uint32_t device = 0;
+  StreamKind stream_kind = StreamKind::kCompute;
+  std::int32_t stream = -1;
 };
 
 class GraphPlan {

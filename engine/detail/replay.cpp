@@ -33,6 +33,10 @@ void EngineCore::replay(const Graph& graph) {
   if (t_running.capturing != nullptr) {
     throw Error("Replay: called inside a Capture; replay the graph outside it (a capture records pushes only)");
   }
+  if (graph.streams_ != nullptr) {
+    replay_streams(graph.streams_);
+    return;
+  }
   GraphPlan* plan = graph.plan_.get();
   if (plan == nullptr) throw Error("Replay: the graph is empty (default-constructed, moved from, or nothing captured)");
   if (plan->engine_id() != vars_.engine_id()) throw Error("Replay: the graph was captured by another engine");

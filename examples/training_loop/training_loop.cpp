@@ -15,8 +15,9 @@
 // --replay trains twice from the same initial weights: first as above, then with one step captured (engine/graph.h,
 // on buffers allocated once) and replayed steps times per epoch, each replay reading its batch through
 // RunContext::replay. It prints the time per step of both and checks that every epoch's loss and accuracy are
-// bitwise the same (they must be: the same kernels on the same data in an order the variables fix). Only on
-// --device cpu for now: capturing stream ops is not supported yet.
+// bitwise the same (they must be: the same kernels on the same data in an order the variables fix). On --device
+// cpu and streams (there the step is a graph of stream ops, replayed as one stream op); not on cuda, where a replay
+// relaunches the work its first replay recorded, so the upload could not read each replay's batch.
 //
 // --device cpu (default) runs the ops on a oneTBB thread pool; streams on simulated device streams (the host stream
 // backend: CPU threads that behave like CUDA streams); cuda on the GPU's streams, when there is one. --trace writes a
@@ -94,8 +95,10 @@ Options parse(int argc, char** argv) {
   if (o.device != "cpu" && o.device != "streams" && o.device != "cuda") {
     throw std::invalid_argument("--device must be cpu, streams or cuda, not '" + o.device + "'");
   }
-  if (o.replay && o.device != "cpu") {
-    throw std::invalid_argument("--replay needs --device cpu: capturing stream ops is not supported yet");
+  if (o.replay && o.device == "cuda") {
+    throw std::invalid_argument(
+        "--replay needs --device cpu or streams: on CUDA a replay launches the step recorded by the first one, so the "
+        "step's upload cannot read its batch through RunContext::replay");
   }
   return o;
 }

@@ -20,6 +20,9 @@ struct CudaRuntime {
   using Event = cudaEvent_t;
   using MemcpyKind = cudaMemcpyKind;
   using DeviceProp = cudaDeviceProp;
+  using CaptureMode = cudaStreamCaptureMode;
+  using Graph = cudaGraph_t;
+  using GraphExec = cudaGraphExec_t;
 
   static constexpr Status kSuccess = cudaSuccess;
   static constexpr Status kNotReady = cudaErrorNotReady;
@@ -30,6 +33,7 @@ struct CudaRuntime {
   static constexpr MemcpyKind kMemcpyHostToDevice = cudaMemcpyHostToDevice;
   static constexpr MemcpyKind kMemcpyDeviceToHost = cudaMemcpyDeviceToHost;
   static constexpr MemcpyKind kMemcpyDeviceToDevice = cudaMemcpyDeviceToDevice;
+  static constexpr CaptureMode kCaptureModeThreadLocal = cudaStreamCaptureModeThreadLocal;
   // cudaError_t values in use are < 1000 (cudaErrorUnknown = 999).
   static constexpr int kErrorCodes = 1000;
   // Messages always give text and name, even for an unused code, where both are "unrecognized error code".
@@ -54,6 +58,10 @@ struct CudaRuntime {
       .stream_synchronize = "cudaStreamSynchronize",
       .device_malloc = "cudaMalloc",
       .memcpy_async = "cudaMemcpyAsync",
+      .stream_begin_capture = "cudaStreamBeginCapture",
+      .stream_end_capture = "cudaStreamEndCapture",
+      .graph_instantiate = "cudaGraphInstantiate",
+      .graph_launch = "cudaGraphLaunch",
   };
 
   static const char* error_name(Status status) { return cudaGetErrorName(status); }
@@ -96,6 +104,12 @@ struct CudaRuntime {
   static Status memcpy_async(void* destination, const void* source, std::size_t bytes, MemcpyKind kind, Stream stream) {
     return cudaMemcpyAsync(destination, source, bytes, kind, stream);
   }
+  static Status stream_begin_capture(Stream stream, CaptureMode mode) { return cudaStreamBeginCapture(stream, mode); }
+  static Status stream_end_capture(Stream stream, Graph* graph) { return cudaStreamEndCapture(stream, graph); }
+  static Status graph_instantiate(GraphExec* exec, Graph graph) { return cudaGraphInstantiate(exec, graph, 0); }
+  static Status graph_destroy(Graph graph) { return cudaGraphDestroy(graph); }
+  static Status graph_launch(GraphExec exec, Stream stream) { return cudaGraphLaunch(exec, stream); }
+  static Status graph_exec_destroy(GraphExec exec) { return cudaGraphExecDestroy(exec); }
 
  private:
   template <void (*OnStatus)(Status, void*) noexcept>

@@ -20,6 +20,9 @@ struct HipRuntime {
   using Event = hipEvent_t;
   using MemcpyKind = hipMemcpyKind;
   using DeviceProp = hipDeviceProp_t;
+  using CaptureMode = hipStreamCaptureMode;
+  using Graph = hipGraph_t;
+  using GraphExec = hipGraphExec_t;
 
   static constexpr Status kSuccess = hipSuccess;
   static constexpr Status kNotReady = hipErrorNotReady;
@@ -30,6 +33,7 @@ struct HipRuntime {
   static constexpr MemcpyKind kMemcpyHostToDevice = hipMemcpyHostToDevice;
   static constexpr MemcpyKind kMemcpyDeviceToHost = hipMemcpyDeviceToHost;
   static constexpr MemcpyKind kMemcpyDeviceToDevice = hipMemcpyDeviceToDevice;
+  static constexpr CaptureMode kCaptureModeThreadLocal = hipStreamCaptureModeThreadLocal;
   // hipError_t values in use are < 1100 (hipErrorRuntimeOther = 1053).
   static constexpr int kErrorCodes = 1100;
   // HIP 5.2's hipGetErrorString returns the name: messages then read "hipErrorNoDevice = 100".
@@ -54,6 +58,10 @@ struct HipRuntime {
       .stream_synchronize = "hipStreamSynchronize",
       .device_malloc = "hipMalloc",
       .memcpy_async = "hipMemcpyAsync",
+      .stream_begin_capture = "hipStreamBeginCapture",
+      .stream_end_capture = "hipStreamEndCapture",
+      .graph_instantiate = "hipGraphInstantiate",
+      .graph_launch = "hipGraphLaunch",
   };
 
   static const char* error_name(Status status) { return hipGetErrorName(status); }
@@ -96,6 +104,14 @@ struct HipRuntime {
   static Status memcpy_async(void* destination, const void* source, std::size_t bytes, MemcpyKind kind, Stream stream) {
     return hipMemcpyAsync(destination, source, bytes, kind, stream);
   }
+  static Status stream_begin_capture(Stream stream, CaptureMode mode) { return hipStreamBeginCapture(stream, mode); }
+  static Status stream_end_capture(Stream stream, Graph* graph) { return hipStreamEndCapture(stream, graph); }
+  static Status graph_instantiate(GraphExec* exec, Graph graph) {
+    return hipGraphInstantiate(exec, graph, nullptr, nullptr, 0);
+  }
+  static Status graph_destroy(Graph graph) { return hipGraphDestroy(graph); }
+  static Status graph_launch(GraphExec exec, Stream stream) { return hipGraphLaunch(exec, stream); }
+  static Status graph_exec_destroy(GraphExec exec) { return hipGraphExecDestroy(exec); }
 
  private:
   template <void (*OnStatus)(Status, void*) noexcept>

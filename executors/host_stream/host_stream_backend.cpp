@@ -202,6 +202,15 @@ class HostStream {
     std::uint64_t position = 0;
     {
       std::lock_guard lock(mutex_);
+      if (recording_ != nullptr) {  // recorded, not run (HostStreamBackend::begin_recording)
+        if (entry.kind != Entry::Kind::kLaunch && entry.kind != Entry::Kind::kCopy) {
+          throw std::logic_error(
+              "HostStreamBackend: an event record, event wait or notification on a stream that records work (a "
+              "recording holds launches and copies only)");
+        }
+        recording_->push_back(std::move(entry));
+        return enqueued_;
+      }
       // Grow first (allocates only until the queue's high-water mark), so that nothing can throw once a generation
       // is taken: a generation without its entry would leave its waiters waiting for ever.
       if (incoming_.size() == incoming_.capacity()) incoming_.reserve(std::max<std::size_t>(16, 2 * incoming_.size()));
@@ -228,6 +237,33 @@ class HostStream {
       retired_.wait(done, std::memory_order_acquire);
     }
     if (std::exception_ptr error = sticky_error()) std::rethrow_exception(error);
+  }
+
+  // Recording: from begin_recording() to end_recording(), entries enqueued on the stream are kept, not queued.
+  void begin_recording() {
+    auto recording = std::make_unique<std::vector<Entry>>();
+    std::lock_guard lock(mutex_);
+    if (recording_ != nullptr) throw std::logic_error("HostStreamBackend::begin_recording: the stream records already");
+    recording_ = std::move(recording);
+  }
+  [[nodiscard]] std::unique_ptr<std::vector<Entry>> end_recording(const char* call) {
+    std::lock_guard lock(mutex_);
+    if (recording_ == nullptr) {
+      throw std::logic_error(std::string("HostStreamBackend::") + call + ": the stream does not record");
+    }
+    return std::move(recording_);
+  }
+
+  // Runs recorded entries, as a launch (one launch delay): their launches (each HostTask called again, not consumed)
+  // and copies, in order. What a launch throws propagates, failing the stream as a launch's would.
+  static void run_recorded(std::vector<Entry>& recorded) {
+    for (Entry& entry : recorded) {
+      if (entry.kind == Entry::Kind::kLaunch) {
+        entry.task();
+      } else if (entry.bytes > 0) {
+        std::memcpy(entry.pointer, entry.source, entry.bytes);
+      }
+    }
   }
 
   // The sticky error, or null. Any thread.
@@ -334,9 +370,10 @@ class HostStream {
   std::mutex mutex_;
   std::condition_variable cv_;
   std::vector<Entry> incoming_;
-  std::uint64_t enqueued_ = 0;  // entries ever queued
-  bool sleeping_ = false;       // the thread waits on cv_ (so an enqueue must wake it)
-  bool stopping_ = false;       // destroy: run what is queued, then exit
+  std::uint64_t enqueued_ = 0;                     // entries ever queued
+  bool sleeping_ = false;                          // the thread waits on cv_ (so an enqueue must wake it)
+  bool stopping_ = false;                          // destroy: run what is queued, then exit
+  std::unique_ptr<std::vector<Entry>> recording_;  // while the stream records work: what was enqueued meanwhile
 
   // The stream thread's own.
   std::vector<Entry> draining_;  // the batch being run
@@ -367,7 +404,10 @@ std::string describe_devices(int devices) {
 }  // namespace
 
 HostStreamBackend::HostStreamBackend(HostStreamOptions options)
-    : devices_(options.devices), launch_delay_(options.launch_delay), status_(describe_devices(options.devices)) {
+    : devices_(options.devices),
+      launch_delay_(options.launch_delay),
+      records_work_(options.records_work),
+      status_(describe_devices(options.devices)) {
   if (options.devices < 0) throw std::invalid_argument("HostStreamOptions::devices is negative");
   if (options.launch_delay.count() < 0) throw std::invalid_argument("HostStreamOptions::launch_delay is negative");
 }
@@ -580,6 +620,36 @@ void HostStreamBackend::set_launch_delay(StreamHandle stream, std::chrono::nanos
   check_caller("set_launch_delay");
   if (delay.count() < 0) throw std::invalid_argument("HostStreamBackend::set_launch_delay: negative delay");
   stream_of(stream, "set_launch_delay").set_delay(delay);
+}
+
+void HostStreamBackend::begin_recording(StreamHandle stream) {
+  check_caller("begin_recording");
+  if (!records_work_) StreamBackend::begin_recording(stream);  // throws: this backend does not record
+  stream_of(stream, "begin_recording").begin_recording();
+}
+
+RecordedWork HostStreamBackend::end_recording(StreamHandle stream) {
+  check_caller("end_recording");
+  std::unique_ptr<std::vector<detail::Entry>> recorded =
+      stream_of(stream, "end_recording").end_recording("end_recording");
+  return RecordedWork(recorded.release(),
+                      [](void* impl) noexcept { delete static_cast<std::vector<detail::Entry>*>(impl); });
+}
+
+void HostStreamBackend::abandon_recording(StreamHandle stream) noexcept {
+  check_caller_noexcept("abandon_recording");
+  if (!stream) return;
+  try {
+    (void)static_cast<detail::HostStream*>(stream.impl)->end_recording("abandon_recording");
+  } catch (...) {  // the stream did not record: nothing to discard
+  }
+}
+
+void HostStreamBackend::launch(const RecordedWork& work, StreamHandle stream) {
+  check_caller("launch");
+  if (!work) throw std::invalid_argument("HostStreamBackend::launch: empty recorded work");
+  auto* recorded = static_cast<std::vector<detail::Entry>*>(work.impl());
+  launch(stream, [recorded] { detail::HostStream::run_recorded(*recorded); });
 }
 
 }  // namespace depengine

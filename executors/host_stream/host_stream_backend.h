@@ -61,6 +61,10 @@ struct HostStreamOptions {
   // Simulated device time: how long each launch and copy sleeps on its stream's thread before running. Per stream
   // afterwards with set_launch_delay().
   std::chrono::nanoseconds launch_delay{0};
+  // Whether the backend records work (StreamBackend::records_work), as the CUDA and HIP runtimes do, so that CI runs
+  // the engine's replay of recorded graphs without a GPU. Off by default: the host backend then behaves as a backend
+  // that cannot record (graphs of stream ops call their functions at every replay).
+  bool records_work = false;
 };
 
 class HostStreamBackend final : public StreamBackend {
@@ -103,6 +107,17 @@ class HostStreamBackend final : public StreamBackend {
   // Allocates only if the callable does not fit inline (HostTask::stored_inline<F>()).
   void launch(StreamHandle stream, HostTask task);
 
+  // Recording (HostStreamOptions::records_work): launches and copies enqueued on a recording stream, from any thread,
+  // are kept instead of queued; an event record, wait or notification there throws std::logic_error (a recording
+  // holds work, not synchronisation, in this model). Launching the recorded work enqueues one launch (one launch
+  // delay) that calls the recorded host functions again, in order, and makes the recorded copies again. Without
+  // records_work, begin_recording throws std::logic_error as the base class does.
+  [[nodiscard]] bool records_work() const noexcept override { return records_work_; }
+  void begin_recording(StreamHandle stream) override;
+  [[nodiscard]] RecordedWork end_recording(StreamHandle stream) override;
+  void abandon_recording(StreamHandle stream) noexcept override;
+  void launch(const RecordedWork& work, StreamHandle stream) override;
+
   // Changes the delay of launches and copies that `stream` starts from now on (entries already running keep theirs).
   void set_launch_delay(StreamHandle stream, std::chrono::nanoseconds delay);
 
@@ -116,6 +131,7 @@ class HostStreamBackend final : public StreamBackend {
 
   const int devices_;
   const std::chrono::nanoseconds launch_delay_;
+  const bool records_work_;
   const std::string status_;
 
   // Streams not yet destroyed, so that the destructor can join them. Slow path: create and destroy only.

@@ -68,6 +68,7 @@
 #include <stdexcept>
 #include <string>
 #include <string_view>
+#include <utility>
 
 #include "engine/vocabulary/vocabulary.h"
 
@@ -94,6 +95,36 @@ struct EventHandle {
 
   [[nodiscard]] explicit operator bool() const noexcept { return impl != nullptr; }
   friend bool operator==(EventHandle, EventHandle) = default;
+};
+
+// Work recorded from a stream once and launched again and again (StreamBackend::end_recording): a CUDA or HIP graph,
+// instantiated. Move-only; destroying it releases the graph (`release` is a plain function of the backend's, which
+// needs no backend object, so recorded work may outlive the backend that recorded it).
+class RecordedWork {
+ public:
+  using Release = void (*)(void* impl) noexcept;
+
+  RecordedWork() = default;
+  RecordedWork(void* impl, Release release) noexcept : impl_(impl), release_(release) {}
+  RecordedWork(RecordedWork&& other) noexcept
+      : impl_(std::exchange(other.impl_, nullptr)), release_(std::exchange(other.release_, nullptr)) {}
+  RecordedWork& operator=(RecordedWork&& other) noexcept {
+    std::swap(impl_, other.impl_);
+    std::swap(release_, other.release_);
+    return *this;
+  }
+  RecordedWork(const RecordedWork&) = delete;
+  RecordedWork& operator=(const RecordedWork&) = delete;
+  ~RecordedWork() {
+    if (impl_ != nullptr) release_(impl_);
+  }
+
+  [[nodiscard]] void* impl() const noexcept { return impl_; }
+  [[nodiscard]] explicit operator bool() const noexcept { return impl_ != nullptr; }
+
+ private:
+  void* impl_ = nullptr;
+  Release release_ = nullptr;
 };
 
 // A moment in a stream's work that a trace asks for (StreamBackend::stamp). Trivially copyable; read exactly once.
@@ -258,6 +289,26 @@ class StreamBackend {
   // (destination) until an event recorded after the copy has completed.
   virtual void copy(StreamHandle stream, void* destination, const void* source, std::size_t bytes,
                     CopyDirection direction) = 0;
+
+  // --- Recorded work (graphs) ------------------------------------------------------------------------------------
+
+  // Whether the backend can record the work enqueued on a stream and launch it again: CUDA and HIP (stream capture
+  // into a graph); not the host backend. The engine replays a captured graph of stream ops through it (graph.h).
+  [[nodiscard]] virtual bool records_work() const noexcept { return false; }
+
+  // Starts recording `stream`: until end_recording() or abandon_recording(), what the calling thread enqueues on it
+  // (copies, kernels, waits on events recorded inside the recording) is recorded, not run. Backend calls that need
+  // the stream's work to run (synchronize, a wait on an event recorded before the recording began on a GPU runtime)
+  // fail while it records. Throws StreamError (std::logic_error where records_work() is false).
+  virtual void begin_recording(StreamHandle stream);
+  // Ends the recording of `stream` and returns its work, ready to launch on any stream of the same device. Throws
+  // StreamError if the runtime refused something enqueued meanwhile (the recording is then over).
+  [[nodiscard]] virtual RecordedWork end_recording(StreamHandle stream);
+  // Ends the recording of `stream` and discards it (a function failed while recording). Errors are dropped.
+  virtual void abandon_recording(StreamHandle stream) noexcept;
+  // Enqueues recorded work on `stream` (of the device it was recorded on), as if what was recorded were enqueued
+  // again. Throws StreamError.
+  virtual void launch(const RecordedWork& work, StreamHandle stream);
 
  protected:
   // The blocking waits behind synchronize(); the public wrappers count them.

@@ -401,6 +401,31 @@ void StreamExecutor::issue_one(Task& task) noexcept {
   submit_in_priority_order(ready);
 }
 
+namespace {
+
+// What a stream executor records for replay_recorded(): the backend's recorded work.
+struct BackendRecording final : RecordedOps {
+  explicit BackendRecording(RecordedWork recorded) noexcept : work(std::move(recorded)) {}
+  RecordedWork work;
+};
+
+}  // namespace
+
+void StreamExecutor::replay_recorded(const StreamPlacement& where, std::unique_ptr<RecordedOps>& recorded,
+                                     void (*enqueue)(void* context), void* context) {
+  if (recorded == nullptr) {
+    backend_->begin_recording(where.stream);
+    try {
+      enqueue(context);
+    } catch (...) {
+      backend_->abandon_recording(where.stream);
+      throw;
+    }
+    recorded = std::make_unique<BackendRecording>(backend_->end_recording(where.stream));
+  }
+  backend_->launch(static_cast<const BackendRecording&>(*recorded).work, where.stream);
+}
+
 // A stamp of the stream's progress for a traced op, or none if the backend failed to enqueue it (the trace then shows
 // the op from its issue to its completion).
 TimeStamp StreamExecutor::stamp(Stream& s) noexcept {

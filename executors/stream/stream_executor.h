@@ -167,6 +167,11 @@ class StreamExecutor final : public Executor {
   [[nodiscard]] std::size_t axis_count() const noexcept override { return streams_.size(); }
   [[nodiscard]] std::string axis_name(Axis axis) const override;     // "d0 compute 1", "collective 0"
   [[nodiscard]] DeviceWaits device_waits() const noexcept override;  // from stats(): elided includes complete
+  // Recorded work (Executor::replay_recorded) through the backend's recording (StreamBackend::begin_recording): a
+  // graph instantiated once per RecordedOps, launched with one backend call per replay.
+  [[nodiscard]] bool records_work() const noexcept override { return backend_->records_work(); }
+  void replay_recorded(const StreamPlacement& where, std::unique_ptr<RecordedOps>& recorded,
+                       void (*enqueue)(void* context), void* context) override;
 
   [[nodiscard]] StreamBackend& backend() const noexcept { return *backend_; }
   [[nodiscard]] StreamCompletion completion() const noexcept { return completion_; }

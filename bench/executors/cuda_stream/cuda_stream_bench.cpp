@@ -9,6 +9,9 @@
 //   alternating-fences/depengine   the alternating chain ordered by a timeline instead of a variable: op i waits
 //                              for t >= i and signals t = i + 1, issued on its predecessor's promise
 //   same-stream/depengine      engine ops on a stream the executor chooses (it keeps the chain on one stream)
+//   alternating/depengine-replay   the same chain captured once (Engine::Capture) and replayed 10 times after a first
+//                              replay that records it: one engine op and one CUDA graph launch per replay of 10^4
+//                              kernels (a recorded graph runs on one stream, so no cross-stream waits remain)
 //   alternating/cuda-events    hand-written CUDA: launch, cudaEventRecord, cudaStreamWaitEvent on the other stream
 //                              (the floor any engine pays for a cross-stream dependency)
 //   alternating/cuda-events+hostfunc   the same plus a cudaLaunchHostFunc after each kernel: what completion by
@@ -121,6 +124,30 @@ Run depengine_chain(std::size_t n, int placement, bool by_fences = false) {
            {"elided_fraction", entries > 0 ? static_cast<double>(s.waits_elided + s.waits_complete) / entries : 0},
            {"notifications_per_op", static_cast<double>(s.notifications) / dn},
            {"host_synchronizations", static_cast<double>(s.host_synchronizations)}}};
+}
+
+// The alternating chain of n kernels captured once as a graph (engine/graph.h) and replayed `replays` times after a
+// first replay, not timed, that records it (a CUDA graph launched once per replay). Per kernel.
+Run depengine_replay(std::size_t n, std::size_t replays) {
+  CudaEngine setup;
+  Var x = setup.engine.NewVariable();
+  unsigned* counter = setup.counter;
+  const Graph chain = setup.engine.Capture([&] {
+    for (std::size_t i = 0; i < n; ++i) {
+      PushOptions o;
+      o.context = Context{.executor = 1, .stream = static_cast<std::int32_t>(i % 2)};
+      setup.engine.Push([counter](const RunContext& ctx) { launch_bump(ctx.stream->native, counter); }, {}, {x}, o);
+    }
+  });
+  setup.engine.Replay(chain);
+  setup.engine.WaitForVar(x);
+  const auto start = Clock::now();
+  for (std::size_t r = 0; r < replays; ++r) setup.engine.Replay(chain);
+  const double issue = ns_since(start, n * replays);
+  setup.engine.WaitForVar(x);
+  const double total = ns_since(start, n * replays);
+  if (setup.value() != n * (replays + 1)) throw std::runtime_error("depengine replay: wrong counter");
+  return {total, {{"issue_ns_per_op", issue}}};
 }
 
 // Push one op on stream 0 and a dependent one on stream 1, wait for it; `pairs` times.
@@ -237,9 +264,11 @@ int main(int argc, char** argv) {
   }
   const std::size_t n = options.smoke ? 100 : 10'000;
   const std::size_t pairs = options.smoke ? 10 : 1'000;
+  const std::size_t replays = options.smoke ? 2 : 10;
   const int runs = options.smoke ? 1 : options.runs;
   std::vector<Record> records;
   records.push_back(measure("alternating", "depengine", runs, [&] { return depengine_chain(n, -2); }));
+  records.push_back(measure("alternating", "depengine-replay", runs, [&] { return depengine_replay(n, replays); }));
   records.push_back(measure("alternating", "cuda-events", runs, [&] { return cuda_events_chain(n, false); }));
   records.push_back(measure("alternating", "cuda-events+hostfunc", runs, [&] { return cuda_events_chain(n, true); }));
   records.push_back(measure("alternating", "host-sync", runs, [&] { return host_sync_chain(n); }));

@@ -71,6 +71,10 @@ struct GpuRuntimeNames {
   StaticName stream_synchronize;        // "cudaStreamSynchronize"
   StaticName device_malloc;             // "cudaMalloc"
   StaticName memcpy_async;              // "cudaMemcpyAsync"
+  StaticName stream_begin_capture;      // "cudaStreamBeginCapture"
+  StaticName stream_end_capture;        // "cudaStreamEndCapture"
+  StaticName graph_instantiate;         // "cudaGraphInstantiate"
+  StaticName graph_launch;              // "cudaGraphLaunch"
 };
 
 // What GpuStreamBackend<R> requires of R. Each function is named after the runtime call it forwards to, with that
@@ -79,10 +83,14 @@ template <class R>
 concept GpuRuntime = requires(typename R::Status status, typename R::Stream stream, typename R::Event event,
                               typename R::MemcpyKind kind, typename R::Stream* new_stream, typename R::Event* new_event,
                               typename R::DeviceProp* properties, int* out, void** memory, void* pointer,
-                              const void* source, std::size_t bytes, int device, unsigned flags, float* milliseconds) {
-  // Types: cudaError_t (an enum), cudaStream_t and cudaEvent_t (pointers), cudaMemcpyKind, cudaDeviceProp.
+                              const void* source, std::size_t bytes, int device, unsigned flags, float* milliseconds,
+                              typename R::Graph graph, typename R::Graph* new_graph, typename R::GraphExec exec,
+                              typename R::GraphExec* new_exec) {
+  // Types: cudaError_t (an enum), cudaStream_t and cudaEvent_t (pointers), cudaMemcpyKind, cudaDeviceProp,
+  // cudaStreamCaptureMode, cudaGraph_t and cudaGraphExec_t (pointers).
   requires std::is_enum_v<typename R::Status>;
   requires std::is_pointer_v<typename R::Stream> && std::is_pointer_v<typename R::Event>;
+  requires std::is_pointer_v<typename R::Graph> && std::is_pointer_v<typename R::GraphExec>;
   { properties->name } -> std::convertible_to<const char*>;
   // Constants.
   { R::kSuccess } -> std::convertible_to<typename R::Status>;        // cudaSuccess
@@ -94,6 +102,7 @@ concept GpuRuntime = requires(typename R::Status status, typename R::Stream stre
   { R::kMemcpyHostToDevice } -> std::convertible_to<typename R::MemcpyKind>;
   { R::kMemcpyDeviceToHost } -> std::convertible_to<typename R::MemcpyKind>;
   { R::kMemcpyDeviceToDevice } -> std::convertible_to<typename R::MemcpyKind>;
+  { R::kCaptureModeThreadLocal } -> std::convertible_to<typename R::CaptureMode>;  // cudaStreamCaptureModeThreadLocal
   { R::kErrorCodes } -> std::convertible_to<int>;
   { R::kErrorStringMayBeName } -> std::convertible_to<bool>;
   { R::kNames } -> std::same_as<const GpuRuntimeNames&>;
@@ -123,6 +132,14 @@ concept GpuRuntime = requires(typename R::Status status, typename R::Stream stre
   { R::device_malloc(memory, bytes) } -> std::same_as<typename R::Status>;
   { R::device_free(pointer) } -> std::same_as<typename R::Status>;
   { R::memcpy_async(pointer, source, bytes, kind, stream) } -> std::same_as<typename R::Status>;
+  // Graphs: cudaStreamBeginCapture, cudaStreamEndCapture, cudaGraphInstantiate (no flags, no error log),
+  // cudaGraphDestroy, cudaGraphLaunch, cudaGraphExecDestroy.
+  { R::stream_begin_capture(stream, R::kCaptureModeThreadLocal) } -> std::same_as<typename R::Status>;
+  { R::stream_end_capture(stream, new_graph) } -> std::same_as<typename R::Status>;
+  { R::graph_instantiate(new_exec, graph) } -> std::same_as<typename R::Status>;
+  { R::graph_destroy(graph) } -> std::same_as<typename R::Status>;
+  { R::graph_launch(exec, stream) } -> std::same_as<typename R::Status>;
+  { R::graph_exec_destroy(exec) } -> std::same_as<typename R::Status>;
 };
 
 }  // namespace depengine::detail

@@ -75,6 +75,14 @@ class GpuStreamBackend : public StreamBackend {
   void copy(StreamHandle stream, void* destination, const void* source, std::size_t bytes,
             CopyDirection direction) override;
 
+  // Stream capture into a graph (thread-local mode: only the recording thread's unsafe calls are refused meanwhile),
+  // instantiated at the end; the graph itself is released once instantiated.
+  [[nodiscard]] bool records_work() const noexcept override { return devices_ > 0; }
+  void begin_recording(StreamHandle stream) override;
+  [[nodiscard]] RecordedWork end_recording(StreamHandle stream) override;
+  void abandon_recording(StreamHandle stream) noexcept override;
+  void launch(const RecordedWork& work, StreamHandle stream) override;
+
  protected:
   // Finds the devices. Never throws for lack of a device or driver (device_count() is then 0). Protected: only the
   // public class of a runtime constructs one.

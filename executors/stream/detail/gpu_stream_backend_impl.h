@@ -441,4 +441,42 @@ void GpuStreamBackend<Runtime>::copy(StreamHandle stream, void* destination, con
              Api::kNames.memcpy_async);
 }
 
+template <class Runtime>
+void GpuStreamBackend<Runtime>::begin_recording(StreamHandle stream) {
+  typename Api::Record& s = Api::stream_of(stream);
+  Api::check(Api::set_device(s.device), Api::kNames.set_device);
+  Api::check(Api::stream_begin_capture(s.stream, Api::kCaptureModeThreadLocal), Api::kNames.stream_begin_capture);
+}
+
+template <class Runtime>
+RecordedWork GpuStreamBackend<Runtime>::end_recording(StreamHandle stream) {
+  typename Api::Record& s = Api::stream_of(stream);
+  typename Api::Graph graph = nullptr;
+  Api::check(Api::stream_end_capture(s.stream, &graph), Api::kNames.stream_end_capture);
+  typename Api::GraphExec exec = nullptr;
+  const typename Api::Status status = Api::graph_instantiate(&exec, graph);
+  (void)Api::graph_destroy(graph);  // the executable graph does not need it
+  Api::check(status, Api::kNames.graph_instantiate);
+  return RecordedWork(exec, [](void* impl) noexcept {
+    (void)Runtime::graph_exec_destroy(static_cast<typename Runtime::GraphExec>(impl));
+    (void)Runtime::get_last_error();  // released at teardown: errors are dropped
+  });
+}
+
+template <class Runtime>
+void GpuStreamBackend<Runtime>::abandon_recording(StreamHandle stream) noexcept {
+  typename Api::Record& s = Api::stream_of(stream);
+  typename Api::Graph graph = nullptr;
+  (void)Api::stream_end_capture(s.stream, &graph);
+  if (graph != nullptr) (void)Api::graph_destroy(graph);
+  (void)Api::get_last_error();
+}
+
+template <class Runtime>
+void GpuStreamBackend<Runtime>::launch(const RecordedWork& work, StreamHandle stream) {
+  typename Api::Record& s = Api::stream_of(stream);
+  Api::check(Api::set_device(s.device), Api::kNames.set_device);
+  Api::check(Api::graph_launch(static_cast<typename Api::GraphExec>(work.impl()), s.stream), Api::kNames.graph_launch);
+}
+
 }  // namespace depengine::detail

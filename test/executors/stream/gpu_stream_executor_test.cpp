@@ -2,8 +2,9 @@
 // raises the backend's clear "no CUDA device" / "no HIP device" StreamError and the rest is skipped with that reason.
 // With one, ops move data with the backend's copies only (no kernels, so the test needs no device compiler):
 // a value travels host -> device -> (device copies alternating between two compute streams and a copy stream) ->
-// host, each step an engine op that depends on the previous one through a variable, and a CPU op checks it; and the
-// same journey ordered by a timeline alone (fences), pushed last step first.
+// host, each step an engine op that depends on the previous one through a variable, and a CPU op checks it; the
+// same journey ordered by a timeline alone (fences), pushed last step first; and the device part of the journey
+// captured as a graph, recorded by its first replay and relaunched by the others.
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdio>
@@ -152,6 +153,57 @@ TEST_CASE("the stream executor on GPU backends: a copy pipeline ordered by fence
     const StreamStats stats = streams.stats();
     print_stats(name, stats);
     CHECK(stats.ops_issued == kSteps + 2);
+    CHECK(stats.host_synchronizations == 0);
+    engine.WaitForAll();
+    gpu.deallocate(0, a);
+    gpu.deallocate(0, b);
+  });
+}
+
+TEST_CASE("the stream executor on GPU backends: a graph of device copies is recorded once, launched per replay",
+          "[stream_executor][gpu][stream_graph]") {
+  on_each_gpu("gpu stream graph", [](Engine& engine, StreamExecutor& streams, const std::string& name) {
+    StreamBackend& gpu = streams.backend();
+    REQUIRE(streams.records_work());
+    void* a = gpu.allocate(0, kBytes);
+    void* b = gpu.allocate(0, kBytes);
+    Var va = engine.NewVariable(), vb = engine.NewVariable(), host = engine.NewVariable();
+    int recorded = 0;  // calls of the steps' functions: only while the first replay records them
+    const Graph journey = engine.Capture([&] {
+      for (int step = 0; step < kSteps; ++step) {  // a -> b -> a ..., as the pushed chain above, in one graph
+        const bool forward = step % 2 == 0;
+        engine.Push(
+            [a, b, forward, &recorded](const RunContext& ctx) {
+              ++recorded;
+              ctx.stream->backend->copy(ctx.stream->stream, forward ? b : a, forward ? a : b, kBytes,
+                                        CopyDirection::kDeviceToDevice);
+            },
+            {forward ? va : vb}, {forward ? vb : va}, placed(step % 2, StreamKind::kCompute));
+      }
+    });
+    std::vector<std::uint64_t> seen;
+    for (std::uint64_t round = 1; round <= 5; ++round) {  // new data before every replay, read back after it
+      auto in = std::make_shared<std::uint64_t>(round * 1000);
+      auto out = std::make_shared<std::uint64_t>(0);
+      engine.Push(
+          [in, a](const RunContext& ctx) {
+            ctx.stream->backend->copy(ctx.stream->stream, a, in.get(), kBytes, CopyDirection::kHostToDevice);
+          },
+          {}, {va}, placed(0, StreamKind::kCopy));
+      engine.Replay(journey);
+      engine.Push(
+          [out, a](const RunContext& ctx) {
+            ctx.stream->backend->copy(ctx.stream->stream, out.get(), a, kBytes, CopyDirection::kDeviceToHost);
+          },
+          {va}, {host}, placed(0, StreamKind::kCopy));
+      engine.Push([out, &seen] { seen.push_back(*out); }, {host}, {host});
+    }
+    engine.WaitForVar(host);
+    CHECK(seen == std::vector<std::uint64_t>{1000, 2000, 3000, 4000, 5000});
+    CHECK(recorded == kSteps);
+    const StreamStats stats = streams.stats();
+    print_stats(name, stats);
+    CHECK(stats.ops_issued == 5 * 3);  // per round: the upload, one replay, the download
     CHECK(stats.host_synchronizations == 0);
     engine.WaitForAll();
     gpu.deallocate(0, a);

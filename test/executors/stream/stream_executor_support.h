@@ -28,19 +28,20 @@ struct StreamEngineSetup {
   std::chrono::nanoseconds launch_delay{0};               // simulated device time of every launch (HostStreamOptions)
   StreamCompletion completion = StreamCompletion::kAuto;  // kNotify on the host backend
   std::size_t max_in_flight = EngineOptions{}.max_in_flight;
+  bool records_work = false;  // HostStreamOptions::records_work: graphs of stream ops are recorded once
 };
 
 // An engine whose executor 0 is a oneTBB pool and executor 1 a StreamExecutor over a HostStreamBackend.
 inline EngineOptions stream_engine_options(const StreamEngineSetup& setup = {}) {
   EngineOptions options;
   options.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = setup.workers}));
-  options.executors.push_back(
-      std::make_unique<StreamExecutor>(std::make_unique<HostStreamBackend>(HostStreamOptions{
-                                           .devices = setup.devices, .launch_delay = setup.launch_delay}),
-                                       StreamExecutorOptions{.compute_streams = setup.compute_streams,
-                                                             .copy_streams = setup.copy_streams,
-                                                             .collective_channels = setup.collective_channels,
-                                                             .completion = setup.completion}));
+  options.executors.push_back(std::make_unique<StreamExecutor>(
+      std::make_unique<HostStreamBackend>(HostStreamOptions{
+          .devices = setup.devices, .launch_delay = setup.launch_delay, .records_work = setup.records_work}),
+      StreamExecutorOptions{.compute_streams = setup.compute_streams,
+                            .copy_streams = setup.copy_streams,
+                            .collective_channels = setup.collective_channels,
+                            .completion = setup.completion}));
   options.max_in_flight = setup.max_in_flight;
   return options;
 }

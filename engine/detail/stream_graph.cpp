@@ -1,0 +1,142 @@
+// A graph of stream ops: planned at capture, pushed as one stream op per replay, and run at its issue (stream_graph.h).
+#include "engine/detail/stream_graph.h"
+
+#include <algorithm>
+#include <string>
+#include <utility>
+
+#include "engine/detail/engine_core.h"
+
+namespace depengine::detail {
+
+StreamGraph::StreamGraph(std::uint32_t engine_id, std::uint32_t executor_index, std::vector<CapturedOp> captured)
+    : engine_id_(engine_id) {
+  const CapturedOp& first = captured.front();
+  options_.context = Context{
+      .executor = executor_index, .device = first.device, .stream_kind = first.stream_kind, .stream = first.stream};
+  options_.priority = first.priority;
+  options_.name = "graph of " + std::to_string(captured.size()) + " stream ops";
+  std::vector<Use> all;
+  steps_.reserve(captured.size());
+  for (CapturedOp& op : captured) {
+    if (op.stream != options_.context.stream) options_.context.stream = -1;  // the executor chooses
+    options_.priority = std::max(options_.priority, op.priority);
+    Step& step = steps_.emplace_back();
+    step.fn = std::move(op.fn);
+    step.no_skip = op.no_skip;
+    step.named = op.named;
+    step.name = std::move(op.name);
+    step.uses_begin = static_cast<std::uint32_t>(step_uses_.size());
+    for (const CapturedOp::Use& use : op.uses) {
+      step_uses_.push_back(Use{use.var, use.tag, use.access});
+      all.push_back(Use{use.var, use.tag, use.access, use.access == Access::kWrite ? 1U : 0U});
+    }
+    step.uses_end = static_cast<std::uint32_t>(step_uses_.size());
+  }
+  // Sorted by address and folded, as a push folds its variables; a mutation wins over a read.
+  std::stable_sort(all.begin(), all.end(), [](const Use& a, const Use& b) { return a.var < b.var; });
+  for (const Use& use : all) {
+    if (!uses_.empty() && uses_.back().var == use.var) {
+      Use& folded = uses_.back();
+      if (use.access == Access::kWrite) folded.access = Access::kWrite;
+      folded.extra_mutations += use.extra_mutations;
+    } else {
+      uses_.push_back(use);
+    }
+  }
+  for (Use& use : uses_) use.extra_mutations = use.extra_mutations > 0 ? use.extra_mutations - 1 : 0;
+}
+
+// Replay of a graph of stream ops: one op, using every variable of the graph, pushed to the graph's executor.
+void EngineCore::replay_streams(const std::shared_ptr<StreamGraph>& graph) {
+  if (graph->engine_id() != vars_.engine_id()) throw Error("Replay: the graph was captured by another engine");
+  Executor* executor = &executor_at(graph->options().context.executor);
+  OpRecord* op = record_for(executor, graph->options(), false);
+  op->no_skip = true;  // input errors are handled step by step (run_stream_graph)
+  try {
+    op->fn = OpFunction::make<false>(
+        [core = this, graph, owner = op->owner](const RunContext& ctx) { core->run_stream_graph(*graph, ctx, owner); });
+    const std::vector<StreamGraph::Use>& uses = graph->uses();
+    op->reserve_uses(uses.size());
+    for (std::size_t i = 0; i < uses.size(); ++i) {
+      op->uses[i] = VarUse{uses[i].var, op, nullptr, uses[i].access, uses[i].tag};
+    }
+    op->num_uses = static_cast<std::uint32_t>(uses.size());
+  } catch (...) {  // out of memory
+    op->recycle();
+    throw;
+  }
+  submit_new(op, "Replay");
+}
+
+namespace {
+
+// What Executor::replay_recorded calls to enqueue the steps, once, while it records them.
+struct Recording {
+  StreamGraph* graph;
+  RunContext* ctx;
+
+  static void enqueue(void* context) {
+    const Recording& recording = *static_cast<Recording*>(context);
+    for (StreamGraph::Step& step : recording.graph->steps()) {
+      recording.ctx->name = step.name_view();
+      step.fn(*recording.ctx, nullptr);
+    }
+  }
+};
+
+}  // namespace
+
+// A replay's op, issued on a stream (`outer`): runs the steps there, or launches their recording (stream_graph.h).
+// The op holds every variable of the graph (exclusively those it mutates), so the steps may read and set the
+// variables' errors and count their versions as the ops they stand for would.
+void EngineCore::run_stream_graph(StreamGraph& graph, const RunContext& outer, std::uint64_t owner) {
+  RunContext ctx = outer;
+  ctx.replay = graph.next_replay();
+  ctx.input_error = nullptr;
+  for (const StreamGraph::Use& use : graph.uses()) {
+    for (std::uint32_t k = 0; k < use.extra_mutations; ++k) use.var->count_mutation();
+  }
+  auto poison_writes = [&](const StreamGraph::Use* uses, std::size_t count, const std::exception_ptr& error) {
+    for (std::size_t i = 0; i < count; ++i) {
+      if (uses[i].access != Access::kWrite || uses[i].var->error != nullptr) continue;
+      uses[i].var->error = error;
+      errors_.poison(vars_.handle(uses[i].var, uses[i].tag), error, owner);
+    }
+  };
+  if (outer.executor->records_work()) {
+    // The recorded work runs whole: an input error skips all of it.
+    for (const StreamGraph::Use& use : graph.uses()) {
+      if (use.var->error == nullptr) continue;
+      poison_writes(graph.uses().data(), graph.uses().size(), use.var->error);
+      return;
+    }
+    Recording recording{&graph, &ctx};
+    outer.executor->replay_recorded(*outer.stream, graph.recorded(), &Recording::enqueue, &recording);
+    return;
+  }
+  for (StreamGraph::Step& step : graph.steps()) {
+    const StreamGraph::Use* uses = graph.step_uses(step);
+    const std::size_t count = step.uses_end - step.uses_begin;
+    const std::exception_ptr* input_error = nullptr;
+    for (std::size_t i = 0; i < count && input_error == nullptr; ++i) {
+      if (uses[i].var->error != nullptr) input_error = &uses[i].var->error;
+    }
+    std::exception_ptr error;
+    if (input_error != nullptr && !step.no_skip) {
+      error = *input_error;  // skipped: passes the error on to what it mutates
+    } else {
+      ctx.name = step.name_view();
+      ctx.input_error = input_error;
+      try {
+        step.fn(ctx, nullptr);
+      } catch (...) {
+        error = std::current_exception();
+        errors_.raise(error, step.name_view(), owner);
+      }
+    }
+    if (error != nullptr) poison_writes(uses, count, error);
+  }
+}
+
+}  // namespace depengine::detail

@@ -1,0 +1,14 @@
+#include "executors/executor.h"
+
+#include <stdexcept>
+#include <string>
+
+namespace depengine {
+
+void Executor::replay_recorded(const StreamPlacement& /*where*/, std::unique_ptr<RecordedOps>& /*recorded*/,
+                               void (* /*enqueue*/)(void* context), void* /*context*/) {
+  throw std::logic_error("Executor::replay_recorded: executor '" + std::string(name()) +
+                         "' does not record work (records_work() is false)");
+}
+
+}  // namespace depengine
