@@ -9,6 +9,10 @@
 // threads = the streams the shape is built to use, or the pool's workers. N = 20,000 (--smoke: 200).
 //   alternating-chain    N ops, each mutating x, pinned to compute streams 0, 1, 0, 1, ...: every op depends on the
 //                        last op of the other stream, so each needs one device wait (unless that op has completed)
+//   alternating-chain, system depengine-host-stream-replay: the same chain's first 1,000 ops captured once (untimed)
+//                        as a graph of stream ops (engine/graph.h) and replayed N / 1,000 times: one stream op per
+//                        replay, whose issue calls the 1,000 functions on its stream (no wait among them). Per op of
+//                        the chain; its waits and notifications are per replayed op too (one replay counts 1,000)
 //   fork-join-4          N / 6 rounds of: one op mutates x; 4 ops each read x and mutate y_i; one op reads
 //                        y_0..y_3 and mutates x. Every op with stream -1: the executor chooses among 4 compute streams
 //   fork-join-4-pinned   the same rounds with the placement written out: the writer and the join on stream 0, the
@@ -84,6 +88,7 @@ constexpr std::uint32_t kStream = 1;  // Context::executor of the stream executo
 constexpr std::uint32_t kComputeStreams = 4;
 constexpr std::size_t kForkWidth = 4;              // the y_i of a fork-join round
 constexpr std::size_t kRoundOps = kForkWidth + 2;  // fork-join: the writer, the readers, the join
+constexpr std::uint64_t kGraphOps = 1'000;         // the replayed chain: ops per captured graph
 static_assert(kForkWidth <= kComputeStreams, "the pinned fork-join puts branch i on compute stream i");
 
 // One engine for every row: executor 0 a ThreadPoolExecutor with one worker (the machine has two cores, and the
@@ -135,16 +140,19 @@ struct Sample {
   double ns_per_op = 0;       // first Push to the return of WaitForAll
   double push_ns_per_op = 0;  // first Push to the return of the last Push
   std::uint64_t ops = 0;
+  std::uint64_t issued = 0;  // stream ops the executor issues: `ops`, but one per replay of a graph
   StreamStats grew;
   std::uint32_t streams_used = 0;
 };
 
 // Times `push_all` (which pushes `ops` ops on `vars`) from its start to the return of WaitForAll, and takes the
-// counters around it. The variables are made before and deleted after, untimed.
-template <std::size_t kVars, class PushAll>
-Sample timed_run(Engine& engine, std::uint64_t ops, PushAll&& push_all) {
+// counters around it. The variables are made before and deleted after, untimed, and `prepare(vars)` runs untimed
+// before the pushes.
+template <std::size_t kVars, class Prepare, class PushAll>
+Sample timed_run(Engine& engine, std::uint64_t ops, Prepare&& prepare, PushAll&& push_all) {
   std::array<Var, kVars> vars;
   for (Var& var : vars) var = engine.NewVariable();
+  prepare(vars);
   const Counters before = Counters::of(engine);
   const auto start = std::chrono::steady_clock::now();
   push_all(vars);
@@ -162,6 +170,7 @@ Sample timed_run(Engine& engine, std::uint64_t ops, PushAll&& push_all) {
   sample.ns_per_op = per_op(stop - start);
   sample.push_ns_per_op = per_op(pushed - start);
   sample.ops = ops;
+  sample.issued = ops;
   const StreamStats& a = after.total;
   const StreamStats& b = before.total;
   sample.grew = StreamStats{a.ops_issued - b.ops_issued,       a.waits_issued - b.waits_issued,
@@ -173,12 +182,39 @@ Sample timed_run(Engine& engine, std::uint64_t ops, PushAll&& push_all) {
   return sample;
 }
 
+template <std::size_t kVars, class PushAll>
+Sample timed_run(Engine& engine, std::uint64_t ops, PushAll&& push_all) {
+  return timed_run<kVars>(
+      engine, ops, [](const std::array<Var, kVars>&) {}, std::forward<PushAll>(push_all));
+}
+
 // The workloads. Each returns one timed run of `n` ops (fork-join: of the whole rounds that fit in n, at least one).
 
 Sample alternating_chain(Engine& engine, std::uint64_t n) {
   return timed_run<1>(engine, n, [&engine, n](const std::array<Var, 1>& v) {
     for (std::uint64_t i = 0; i < n; ++i) engine.Push(empty_launch, {}, {v[0]}, on_stream(static_cast<int>(i % 2)));
   });
+}
+
+// The alternating chain captured once (untimed) as a graph of kGraphOps stream ops, then replayed: each replay is one
+// stream op, issued on one stream, whose issue calls the captured functions there (engine/graph.h).
+Sample replayed_alternating_chain(Engine& engine, std::uint64_t n) {
+  const std::uint64_t replays = n / kGraphOps > 0 ? n / kGraphOps : 1;
+  Graph graph;
+  Sample sample = timed_run<1>(
+      engine, replays * kGraphOps,
+      [&engine, &graph](const std::array<Var, 1>& v) {
+        graph = engine.Capture([&engine, &v] {
+          for (std::uint64_t i = 0; i < kGraphOps; ++i) {
+            engine.Push(empty_launch, {}, {v[0]}, on_stream(static_cast<int>(i % 2)));
+          }
+        });
+      },
+      [&engine, &graph, replays](const std::array<Var, 1>&) {
+        for (std::uint64_t r = 0; r < replays; ++r) engine.Replay(graph);
+      });
+  sample.issued = replays;
+  return sample;
 }
 
 // `pinned`: the writer and the join on stream 0 and branch i on stream i, instead of stream -1 for every op.
@@ -242,9 +278,9 @@ Record measure(const std::string& workload, const std::string& system, int threa
   std::vector<double> ns, push_ns, issued, elided, complete, notifications, used;
   for (int run = 0; run < runs; ++run) {
     const Sample s = once();
-    if (s.grew.ops_issued != (on_streams ? s.ops : 0)) {
+    if (s.grew.ops_issued != (on_streams ? s.issued : 0)) {
       throw std::logic_error(workload + ": the stream executor issued " + std::to_string(s.grew.ops_issued) + " of " +
-                             std::to_string(s.ops) + " ops");
+                             std::to_string(s.issued) + " ops");
     }
     host_synchronizations += s.grew.host_synchronizations;
     const std::uint64_t entries = s.grew.waits_issued + s.grew.waits_elided + s.grew.waits_complete;
@@ -282,6 +318,8 @@ int main(int argc, char** argv) try {
   const std::string streams = "depengine-host-stream";
   records.push_back(measure("alternating-chain", streams, 2, options.runs, true, host_synchronizations,
                             [&] { return alternating_chain(*engine, n); }));
+  records.push_back(measure("alternating-chain", streams + "-replay", 2, options.runs, true, host_synchronizations,
+                            [&] { return replayed_alternating_chain(*engine, n); }));
   records.push_back(measure("fork-join-4", streams, static_cast<int>(kForkWidth), options.runs, true,
                             host_synchronizations, [&] { return fork_join(*engine, n, false); }));
   records.push_back(measure("fork-join-4-pinned", streams, static_cast<int>(kForkWidth), options.runs, true,
