@@ -17,14 +17,17 @@
 // replay runs it from RunContext::replay (0 for the first replay of its graph; replays from several threads are
 // numbered in the order they take effect on the graph's variables).
 //
-// Graphs of stream ops. On an engine with a stream executor, a capture holds stream ops of one executor and one
-// device, and a replay is one stream op: it uses every variable of the graph (mutating those that any of its ops
-// mutates), orders against pushes as that one op, and is issued on one stream with the device waits that op needs.
-// Its issue runs the captured ops there in captured order: on host streams by calling their functions, with errors
-// step by step as if each were pushed; on CUDA and HIP (Executor::records_work) the first replay records the work
-// the functions enqueue into a graph (stream capture) and every replay launches that graph, so later replays do not
-// call the functions (their RunContext::replay is the recording replay's), an input error skips the whole replay, and
-// a function that throws while being recorded fails it. A replay counts one op in flight.
+// Graphs of stream ops. On an engine with a stream executor, a capture holds stream ops of one executor, one device
+// and one kind of stream, and a replay is one stream op: it uses every variable of the graph (mutating those that any
+// of its ops mutates), orders against pushes as that one op, and is issued on one stream with the device waits that
+// op needs. Its issue runs the captured ops there in captured order: on host streams by calling their functions, with
+// errors step by step as if each were pushed; on CUDA and HIP (Executor::records_work) the first replay records the
+// work the functions enqueue into a graph (stream capture) and every replay launches that graph, so later replays do
+// not call the functions (their RunContext::replay is the recording replay's), an input error skips the whole replay,
+// and a function that throws while being recorded, or makes its stream wait (StreamPlacement::wait_for), fails it.
+// What only the one op can see is the whole replay's: a failed stream it waits for skips it whole, and a device
+// failure while it runs reaches every variable it mutates. Versions count every captured mutation, run or skipped. A
+// replay counts one op in flight.
 //
 // A Graph is a move-only handle. It belongs to the engine that captured it and names that engine's variables; it may
 // be destroyed while replays of it are in flight (they keep what they need). Replaying it after a variable it names

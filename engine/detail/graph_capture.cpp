@@ -195,8 +195,9 @@ Graph EngineCore::end_capture() {
   return Graph(std::make_shared<GraphPlan>(vars_.engine_id(), std::move(*ops)));
 }
 
-// On an engine with a stream executor a graph holds stream ops of one executor and one device, replayed as one stream
-// op (stream_graph.h): why `op` cannot join a graph whose first op is `first` (null: the graph is empty), or null.
+// On an engine with a stream executor a graph holds stream ops of one executor, device and stream kind, replayed as
+// one stream op (stream_graph.h): why `op` cannot join a graph whose first op is `first` (null: the graph is empty), or
+// null.
 const char* EngineCore::refuse_in_stream_graph(const OpRecord* op, const CapturedOp* first) const noexcept {
   if (!op->executor()->issues_ahead()) {
     return " inside Capture: the engine has a stream executor, and a graph then holds stream ops only (it replays as "
@@ -206,9 +207,10 @@ const char* EngineCore::refuse_in_stream_graph(const OpRecord* op, const Capture
     return " inside Capture: a stream op with a CancelScope cannot be captured (a graph of stream ops replays as "
            "one op); push it outside the capture";
   }
-  if (first != nullptr && (first->executor != op->executor() || first->device != op->device())) {
-    return " inside Capture: a graph of stream ops holds ops of one stream executor and one device (it replays as one "
-           "stream op); capture each device's ops in a graph of its own";
+  if (first != nullptr &&
+      (first->executor != op->executor() || first->device != op->device() || first->stream_kind != op->stream_kind())) {
+    return " inside Capture: a graph of stream ops holds ops of one stream executor, one device and one kind of stream "
+           "(it replays as one stream op); capture the others in a graph of their own";
   }
   return nullptr;
 }

@@ -35,6 +35,7 @@ namespace depengine::detail {
 class EngineCore;
 struct GraphOp;
 struct OpRecord;
+class StreamGraph;
 
 // The tracker waiter that parks an op whose wait frontier has not completed (EngineCore::make_ready).
 struct ParkWaiter final : TrackerWaiter {
@@ -93,6 +94,7 @@ struct OpRecord final : Task, OpNode {
     requirement.clear();
     issued_at = FrontierEntry{};
     next_fence = 0;
+    stream_graph = nullptr;
   }
 
   void place(std::uint32_t device, StreamKind kind, std::int32_t stream) noexcept {
@@ -180,6 +182,9 @@ struct OpRecord final : Task, OpNode {
   std::uint32_t trace_lane = 0;
   std::int64_t trace_start = 0;
   std::int64_t ran_start = -1, ran_end = -1;
+  // The graph a replay of stream ops runs (stream_graph.h), or null: its steps' mutations are counted, and an input
+  // whose stream failed skips it whole, even where its function does not run.
+  StreamGraph* stream_graph = nullptr;
 };
 
 // The layout above. offsetof on a class with bases is conditionally supported; GCC and Clang support it for non-virtual

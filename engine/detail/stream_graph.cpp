@@ -47,12 +47,19 @@ StreamGraph::StreamGraph(std::uint32_t engine_id, std::uint32_t executor_index, 
   for (Use& use : uses_) use.extra_mutations = use.extra_mutations > 0 ? use.extra_mutations - 1 : 0;
 }
 
+void StreamGraph::count_extra_mutations() const noexcept {
+  for (const Use& use : uses_) {
+    for (std::uint32_t k = 0; k < use.extra_mutations; ++k) use.var->count_mutation();
+  }
+}
+
 // Replay of a graph of stream ops: one op, using every variable of the graph, pushed to the graph's executor.
 void EngineCore::replay_streams(const std::shared_ptr<StreamGraph>& graph) {
   if (graph->engine_id() != vars_.engine_id()) throw Error("Replay: the graph was captured by another engine");
   Executor* executor = &executor_at(graph->options().context.executor);
   OpRecord* op = record_for(executor, graph->options(), false);
-  op->no_skip = true;  // input errors are handled step by step (run_stream_graph)
+  op->no_skip = true;              // input errors are handled step by step (run_stream_graph)
+  op->stream_graph = graph.get();  // the op's function keeps the graph alive until the record is recycled
   try {
     op->fn = OpFunction::make<false>(
         [core = this, graph, owner = op->owner](const RunContext& ctx) { core->run_stream_graph(*graph, ctx, owner); });
@@ -94,9 +101,7 @@ void EngineCore::run_stream_graph(StreamGraph& graph, const RunContext& outer, s
   RunContext ctx = outer;
   ctx.replay = graph.next_replay();
   ctx.input_error = nullptr;
-  for (const StreamGraph::Use& use : graph.uses()) {
-    for (std::uint32_t k = 0; k < use.extra_mutations; ++k) use.var->count_mutation();
-  }
+  graph.count_extra_mutations();
   auto poison_writes = [&](const StreamGraph::Use* uses, std::size_t count, const std::exception_ptr& error) {
     for (std::size_t i = 0; i < count; ++i) {
       if (uses[i].access != Access::kWrite || uses[i].var->error != nullptr) continue;

@@ -14,11 +14,13 @@
 // Errors, per step on host streams as if each step were pushed: a step whose variable carries an error is skipped
 // (unless no_skip) and passes it on to what it mutates; a step that throws attaches its error to what it mutates and
 // the steps after it that use those variables are skipped. Recorded work runs as a whole: an input error skips the
-// whole replay, and a function that throws while recording fails it (its error on every variable it mutates).
+// whole replay, and a function that throws while recording fails it (its error on every variable it mutates). On
+// every backend, what the replay's op faces as one op is the whole replay's: a failed stream it waits for skips it
+// (OpRecord::stream_graph), and a device failure while it runs reaches every variable it mutates.
 //
-// Thread safety: immutable after capture but for the replay counter (an atomic) and the recorded work, which only the
-// runs of this graph touch, on the issuing thread of the graph's one executor (one thread at a time: the stream
-// executor issues from one thread at a time).
+// Thread safety: after capture only the replay counter (an atomic), the steps' functions and the recorded work are
+// touched, by the runs of this graph, on the issuing thread of the graph's one executor (one thread at a time: the
+// stream executor issues from one thread at a time, and hands over under its queue's mutex).
 #pragma once
 
 #include <atomic>
@@ -64,6 +66,9 @@ class StreamGraph {
   [[nodiscard]] const std::vector<Use>& uses() const noexcept { return uses_; }
   [[nodiscard]] std::vector<Step>& steps() noexcept { return steps_; }
   [[nodiscard]] const Use* step_uses(const Step& step) const noexcept { return step_uses_.data() + step.uses_begin; }
+  // Counts, on every variable the steps mutate, the mutations beyond the one the replay's own completion counts. Call
+  // once per replay, run or skipped, while the replay's op holds its variables (before it completes).
+  void count_extra_mutations() const noexcept;
   // Which replay this is, from 0, in the order the replays are issued.
   [[nodiscard]] std::int64_t next_replay() noexcept {
     // relaxed: a count; replays are issued one at a time by the executor's issuing thread.

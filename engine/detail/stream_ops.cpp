@@ -4,6 +4,7 @@
 
 #include "engine/detail/engine_core.h"
 #include "engine/detail/running.h"
+#include "engine/detail/stream_graph.h"
 
 namespace depengine::detail {
 
@@ -52,12 +53,14 @@ void EngineCore::take_input_error(OpRecord* op, const std::exception_ptr& error)
       poison(op, var, use, error);
     }
   }
-  if (!op->no_skip && op->error == nullptr) op->error = error;
+  // A replay of stream ops is skipped whole: which of its steps the failed stream fed is not known here.
+  if ((!op->no_skip || op->stream_graph != nullptr) && op->error == nullptr) op->error = error;
 }
 
 bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry signal, TaskList& ready) noexcept {
   OpRecord* op = static_cast<OpRecord*>(&task);
   if (find_input_error(op)) {
+    if (op->stream_graph != nullptr) op->stream_graph->count_extra_mutations();  // skipped whole
     finish(op, ready, skipped_signal(op));
     return false;
   }
@@ -87,6 +90,7 @@ bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry s
 
 void EngineCore::skip(Task& task, std::exception_ptr error, TaskList& ready) noexcept {
   OpRecord* op = static_cast<OpRecord*>(&task);
+  if (op->stream_graph != nullptr) op->stream_graph->count_extra_mutations();  // skipped whole
   errors_.raise(error, op->name_view(), op->owner);  // a new error (bad placement), or the failed stream's again
   if (op->error == nullptr) op->error = std::move(error);
   finish(op, ready, skipped_signal(op));

@@ -246,6 +246,14 @@ class HostStream {
     if (recording_ != nullptr) throw std::logic_error("HostStreamBackend::begin_recording: the stream records already");
     recording_ = std::move(recording);
   }
+  // Throws std::logic_error while the stream records: `call` would make the recording wait for work outside it.
+  void refuse_while_recording(const char* call) {
+    std::lock_guard lock(mutex_);
+    if (recording_ != nullptr) {
+      throw std::logic_error(std::string("HostStreamBackend::") + call +
+                             ": the stream records work; a recording cannot wait for an event recorded outside it");
+    }
+  }
   [[nodiscard]] std::unique_ptr<std::vector<Entry>> end_recording(const char* call) {
     std::lock_guard lock(mutex_);
     if (recording_ == nullptr) {
@@ -386,6 +394,13 @@ class HostStream {
   std::thread thread_;  // last: starts once everything above exists
 };
 
+// Work a stream recorded (HostStreamBackend::end_recording): owned by the RecordedWork and by the launches of it still
+// queued, and run by one stream at a time, as a CUDA graph's launches are.
+struct HostRecording {
+  std::mutex mutex;
+  std::vector<Entry> entries;  // launches and copies; guarded by mutex while they run
+};
+
 }  // namespace detail
 
 namespace {
@@ -493,6 +508,7 @@ void HostStreamBackend::wait(StreamHandle stream, EventHandle event) {
   check_caller("wait");
   detail::HostStream& s = stream_of(stream, "wait");
   detail::HostEvent& e = event_of(event);
+  s.refuse_while_recording("wait");  // even for a completed event: the outcome must not depend on timing
   const std::uint64_t target = e.recorded();
   const std::uint64_t state = e.completed_state();
   // Already complete without error: nothing to wait for. The acquire in completed_state() makes the recorded work
@@ -630,10 +646,13 @@ void HostStreamBackend::begin_recording(StreamHandle stream) {
 
 RecordedWork HostStreamBackend::end_recording(StreamHandle stream) {
   check_caller("end_recording");
-  std::unique_ptr<std::vector<detail::Entry>> recorded =
+  std::unique_ptr<std::vector<detail::Entry>> entries =
       stream_of(stream, "end_recording").end_recording("end_recording");
-  return RecordedWork(recorded.release(),
-                      [](void* impl) noexcept { delete static_cast<std::vector<detail::Entry>*>(impl); });
+  auto recording = std::make_unique<std::shared_ptr<detail::HostRecording>>(std::make_shared<detail::HostRecording>());
+  (*recording)->entries = std::move(*entries);
+  return RecordedWork(recording.release(), [](void* impl) noexcept {
+    delete static_cast<std::shared_ptr<detail::HostRecording>*>(impl);  // queued launches keep their own reference
+  });
 }
 
 void HostStreamBackend::abandon_recording(StreamHandle stream) noexcept {
@@ -648,8 +667,11 @@ void HostStreamBackend::abandon_recording(StreamHandle stream) noexcept {
 void HostStreamBackend::launch(const RecordedWork& work, StreamHandle stream) {
   check_caller("launch");
   if (!work) throw std::invalid_argument("HostStreamBackend::launch: empty recorded work");
-  auto* recorded = static_cast<std::vector<detail::Entry>*>(work.impl());
-  launch(stream, [recorded] { detail::HostStream::run_recorded(*recorded); });
+  std::shared_ptr<detail::HostRecording> recording = *static_cast<std::shared_ptr<detail::HostRecording>*>(work.impl());
+  launch(stream, [recording = std::move(recording)] {
+    const std::lock_guard lock(recording->mutex);
+    detail::HostStream::run_recorded(recording->entries);
+  });
 }
 
 }  // namespace depengine

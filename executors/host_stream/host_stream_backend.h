@@ -108,10 +108,12 @@ class HostStreamBackend final : public StreamBackend {
   void launch(StreamHandle stream, HostTask task);
 
   // Recording (HostStreamOptions::records_work): launches and copies enqueued on a recording stream, from any thread,
-  // are kept instead of queued; an event record, wait or notification there throws std::logic_error (a recording
-  // holds work, not synchronisation, in this model). Launching the recorded work enqueues one launch (one launch
-  // delay) that calls the recorded host functions again, in order, and makes the recorded copies again. Without
-  // records_work, begin_recording throws std::logic_error as the base class does.
+  // are kept instead of queued; an event record, wait (even on a completed event) or notification there throws
+  // std::logic_error (a recording holds work, not synchronisation, in this model). Launching the recorded work
+  // enqueues one launch (one launch delay) that calls the recorded host functions again, in order, and makes the
+  // recorded copies again; launches of one recording on several streams run one at a time, as a CUDA graph's do. The
+  // launches hold the recording, so it may be released while they are queued. Without records_work,
+  // begin_recording throws std::logic_error as the base class does.
   [[nodiscard]] bool records_work() const noexcept override { return records_work_; }
   void begin_recording(StreamHandle stream) override;
   [[nodiscard]] RecordedWork end_recording(StreamHandle stream) override;

@@ -296,10 +296,11 @@ class StreamBackend {
   // into a graph); not the host backend. The engine replays a captured graph of stream ops through it (graph.h).
   [[nodiscard]] virtual bool records_work() const noexcept { return false; }
 
-  // Starts recording `stream`: until end_recording() or abandon_recording(), what the calling thread enqueues on it
-  // (copies, kernels, waits on events recorded inside the recording) is recorded, not run. Backend calls that need
-  // the stream's work to run (synchronize, a wait on an event recorded before the recording began on a GPU runtime)
-  // fail while it records. Throws StreamError (std::logic_error where records_work() is false).
+  // Starts recording `stream`: until end_recording() or abandon_recording(), the work enqueued on it (copies,
+  // kernels) is recorded, not run. Calls that tie the recording to work outside it fail meanwhile or invalidate it (a
+  // wait on an event recorded before the recording began: end_recording() then throws), so call it from the thread
+  // that enqueues the work, and enqueue only work. Throws StreamError (std::logic_error where records_work() is
+  // false).
   virtual void begin_recording(StreamHandle stream);
   // Ends the recording of `stream` and returns its work, ready to launch on any stream of the same device. Throws
   // StreamError if the runtime refused something enqueued meanwhile (the recording is then over).

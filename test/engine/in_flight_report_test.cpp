@@ -105,8 +105,14 @@ TEST_CASE("the in-flight report names an async op whose Completion was never cal
       };
       engine.PushAsync(keep, {}, {v}, {.name = "upload"});
       engine.PushAsync(keep, {r}, {}, {.name = "reader"});
+      // Both functions have returned (so every Completion is held, and no op runs later, during the engine's teardown,
+      // into a `held` that is gone), and the report says so.
       std::string report;
       REQUIRE(wait_until([&] {
+        {
+          std::lock_guard lock(mutex);
+          if (held.size() < 2) return false;
+        }
         report = engine.InFlightReport();
         return report.find("its function returned") != std::string::npos;
       }));

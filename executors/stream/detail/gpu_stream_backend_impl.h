@@ -455,11 +455,15 @@ RecordedWork GpuStreamBackend<Runtime>::end_recording(StreamHandle stream) {
   Api::check(Api::stream_end_capture(s.stream, &graph), Api::kNames.stream_end_capture);
   typename Api::GraphExec exec = nullptr;
   const typename Api::Status status = Api::graph_instantiate(&exec, graph);
-  (void)Api::graph_destroy(graph);  // the executable graph does not need it
+  // The executable graph does not need it. A failure is dropped, and cleared from the thread's last error only then,
+  // so that an error of the caller's own stays for it to find.
+  if (Api::graph_destroy(graph) != Api::kSuccess) (void)Api::get_last_error();
   Api::check(status, Api::kNames.graph_instantiate);
   return RecordedWork(exec, [](void* impl) noexcept {
-    (void)Runtime::graph_exec_destroy(static_cast<typename Runtime::GraphExec>(impl));
-    (void)Runtime::get_last_error();  // released at teardown: errors are dropped
+    // Released on whichever thread drops the last reference: a failure is dropped as above.
+    if (Runtime::graph_exec_destroy(static_cast<typename Runtime::GraphExec>(impl)) != Runtime::kSuccess) {
+      (void)Runtime::get_last_error();
+    }
   });
 }
 

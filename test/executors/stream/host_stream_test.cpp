@@ -6,6 +6,7 @@
 #include <catch2/catch.hpp>
 #include <chrono>
 #include <cstdint>
+#include <optional>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -255,6 +256,46 @@ TEST_CASE("a throwing launch fails its stream: sticky error at query, synchroniz
     CHECK(error.code() == StreamError::kHostFunctionThrew);
     CHECK(std::string(error.call()) == "launch");
     CHECK(thrown_id([&] { std::rethrow_exception(error.cause()); }) == 7);  // the op's own exception
+  }
+}
+
+TEST_CASE("a recording keeps launches and copies, refuses waits, and is launched again and again",
+          "[host_stream][recording]") {
+  Watchdog watchdog("host recording");
+  SECTION("without records_work, recording is refused") {
+    HostStreamBackend backend;
+    StreamSet set(backend);
+    CHECK_FALSE(backend.records_work());
+    CHECK_THROWS_AS(backend.begin_recording(set.stream()), std::logic_error);
+  }
+  SECTION("with records_work") {
+    HostStreamBackend backend(HostStreamOptions{.records_work = true});
+    REQUIRE(backend.records_work());
+    StreamSet set(backend);
+    const StreamHandle first = set.stream();
+    const StreamHandle second = set.stream();
+    const EventHandle event = set.event();
+    int runs = 0;  // touched by launches only, which run one at a time (below)
+    std::uint64_t source = 0;
+    std::uint64_t copied = 0;
+    backend.record(first, event);
+    backend.synchronize(event);
+    backend.begin_recording(first);
+    backend.launch(first, [&runs, &source] { source = static_cast<std::uint64_t>(++runs) * 10; });
+    backend.copy(first, &copied, &source, sizeof source, CopyDirection::kDeviceToDevice);
+    // A wait, even on an event that has completed, and a record would tie the recording to work outside it.
+    CHECK_THROWS_AS(backend.wait(first, event), std::logic_error);
+    CHECK_THROWS_AS(backend.record(first, event), std::logic_error);
+    std::optional<RecordedWork> work(backend.end_recording(first));
+    backend.synchronize(first);
+    CHECK(runs == 0);  // recorded, not run
+    for (int k = 0; k < 3; ++k) backend.launch(*work, k % 2 == 0 ? first : second);
+    work.reset();  // released while its launches are queued: they hold it
+    backend.synchronize(first);
+    backend.synchronize(second);
+    CHECK(runs == 3);
+    CHECK(copied == 30);  // the copy made again after each run: the last one's value
+    CHECK_THROWS_AS(backend.end_recording(first), std::logic_error);  // not recording any more
   }
 }
 

@@ -179,6 +179,36 @@ TEST_CASE("a step skipped on an input error leaves the graph's other variables c
   CHECK_NOTHROW(engine.WaitForAll());
 }
 
+TEST_CASE("a replay waiting for a failed stream is skipped whole, and still counts every captured mutation",
+          "[stream_graph][errors]") {
+  Watchdog watchdog("stream graph after a failed stream");
+  for (const bool records : {false, true}) {
+    DYNAMIC_SECTION((records ? "recorded" : "called")) {
+      Engine engine(stream_engine_options({.records_work = records}));
+      const Var x = engine.NewVariable();
+      const Var a = engine.NewVariable();
+      int ran = 0;
+      const Graph step = engine.Capture([&] {
+        engine.Push([&](const RunContext& ctx) { launch(ctx, [&] { ++ran; }); }, {x}, {a}, on_stream(1));
+        engine.Push([&](const RunContext& ctx) { launch(ctx, [&] { ++ran; }); }, {}, {a}, on_stream(1));
+      });
+      // Stream 0 fails in the op that writes x: the replay then waits for a stream that failed before producing x.
+      // (A later op on stream 0, on y, says when the failure is known; waiting on x would clear x's error.)
+      const Var y = engine.NewVariable();
+      engine.Push([](const RunContext& ctx) { launch(ctx, [] { throw std::runtime_error("device fault"); }); }, {}, {x},
+                  on_stream(0));
+      engine.Push([](const RunContext& ctx) { launch(ctx, [] {}); }, {}, {y}, on_stream(0));
+      CHECK_THROWS_WITH(engine.WaitForVar(y), Contains("device fault"));
+      engine.Replay(step);
+      CHECK_THROWS_WITH(engine.WaitForVar(a), Contains("device fault"));
+      CHECK(ran == 0);
+      CHECK(engine.Version(a) == 2);  // as the two pushed ops would have counted, skipped or not
+      CHECK_THROWS_WITH(engine.WaitForVar(x), Contains("device fault"));
+      CHECK_NOTHROW(engine.WaitForAll());
+    }
+  }
+}
+
 // On a backend that records work (HostStreamOptions::records_work stands in for CUDA graphs): the first replay
 // records what the steps enqueue, and every replay launches that recording.
 TEST_CASE("a recorded graph of stream ops: recorded by its first replay, relaunched by every replay",
@@ -280,6 +310,14 @@ TEST_CASE("a capture of stream ops refuses what one stream op cannot stand for",
     const Graph graph = engine.Capture([&] {
       engine.Push([](const RunContext&) {}, {}, {v}, on_stream(-1, 0));
       CHECK_THROWS_WITH(engine.Push([](const RunContext&) {}, {}, {w}, on_stream(-1, 1)), Contains("one device"));
+    });
+    CHECK(graph.size() == 1);
+  }
+  SECTION("ops on two kinds of stream") {
+    const Graph graph = engine.Capture([&] {
+      engine.Push([](const RunContext&) {}, {}, {v}, on_stream());
+      CHECK_THROWS_WITH(engine.Push([](const RunContext&) {}, {}, {w}, on_stream(-1, 0, StreamKind::kCopy)),
+                        Contains("one kind of stream"));
     });
     CHECK(graph.size() == 1);
   }
