@@ -102,6 +102,15 @@ void push_upload(Device& device, const Buffer& dst, const void* host, std::size_
       {}, {dst.var()}, on(device, name));
 }
 
+void push_copy(Device& device, const Buffer& src, const Buffer& dst, std::size_t offset, std::size_t bytes,
+               const char* name) {
+  device.engine.Push(
+      [src, dst, offset, bytes](const RunContext& ctx) {
+        copy_on(ctx, static_cast<char*>(dst.data()) + offset, src.data(), bytes, CopyDirection::kDeviceToDevice);
+      },
+      {src.var()}, {dst.var()}, on(device, name));
+}
+
 void push_download(Device& device, const Buffer& src, void* host, std::size_t bytes, Var done) {
   device.engine.Push(
       [src, host, bytes](const RunContext& ctx) {

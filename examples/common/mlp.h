@@ -73,6 +73,9 @@ void push_upload(Device& device, const Buffer& dst, const void* host, std::size_
 // Copies step slot.at()'s `bytes` of host memory, host + slot * bytes, into `dst` (a batch of a data set).
 void push_upload(Device& device, const Buffer& dst, const void* host, std::size_t bytes, StepSlot slot,
                  const char* name);
+// Copies `bytes` of `src` into `dst` at byte `offset`, on the device.
+void push_copy(Device& device, const Buffer& src, const Buffer& dst, std::size_t offset, std::size_t bytes,
+               const char* name);
 // Copies `bytes` of `src` to host memory, readable once a wait on `done` (mutated by the op) has returned.
 void push_download(Device& device, const Buffer& src, void* host, std::size_t bytes, Var done);
 

@@ -15,9 +15,10 @@
 // --replay trains twice from the same initial weights: first as above, then with one step captured (engine/graph.h,
 // on buffers allocated once) and replayed steps times per epoch, each replay reading its batch through
 // RunContext::replay. It prints the time per step of both and checks that every epoch's loss and accuracy are
-// bitwise the same (they must be: the same kernels on the same data in an order the variables fix). On --device
-// cpu and streams (there the step is a graph of stream ops, replayed as one stream op); not on cuda, where a replay
-// relaunches the work its first replay recorded, so the upload could not read each replay's batch.
+// bitwise the same (they must be: the same kernels on the same data in an order the variables fix). On streams and
+// cuda the step is a graph of stream ops, replayed as one stream op; on cuda it is recorded into a CUDA graph by its
+// first replay and relaunched by the others, so there the batch's upload is pushed before each replay instead of
+// captured (see train()).
 //
 // --device cpu (default) runs the ops on a oneTBB thread pool; streams on simulated device streams (the host stream
 // backend: CPU threads that behave like CUDA streams); cuda on the GPU's streams, when there is one. --trace writes a
@@ -95,11 +96,6 @@ Options parse(int argc, char** argv) {
   if (o.device != "cpu" && o.device != "streams" && o.device != "cuda") {
     throw std::invalid_argument("--device must be cpu, streams or cuda, not '" + o.device + "'");
   }
-  if (o.replay && o.device == "cuda") {
-    throw std::invalid_argument(
-        "--replay needs --device cpu or streams: on CUDA a replay launches the step recorded by the first one, so the "
-        "step's upload cannot read its batch through RunContext::replay");
-  }
   return o;
 }
 
@@ -170,11 +166,17 @@ struct StepBuffers {
 // Pushes one training step on `b`: the batch's upload (batch `slot`), the forward pass, the loss (into stats[slot]),
 // and per layer, top down, the backward op followed at once by that layer's SGD update. Each layer's update runs while
 // the layers below are still back-propagating, and the next batch's forward through this layer waits for it alone.
-void push_step(Device& device, depengine::examples::Mlp& model, const depengine::examples::host::Dataset& data,
-               StepBuffers& b, const Buffer& stats, depengine::examples::StepSlot slot, int batch) {
-  auto& layers = model.layers;
+// A step's batch: its inputs and labels uploaded into the step's buffers.
+void push_batch(Device& device, const depengine::examples::host::Dataset& data, StepBuffers& b,
+                depengine::examples::StepSlot slot) {
   depengine::examples::push_upload(device, b.x, data.x.data(), b.x.bytes(), slot, "load x");
   depengine::examples::push_upload(device, b.labels, data.labels.data(), b.labels.bytes(), slot, "load labels");
+}
+
+// A step's arithmetic on its uploaded batch: forward, loss (into stats at the slot), and per layer backward and SGD.
+void push_compute(Device& device, depengine::examples::Mlp& model, StepBuffers& b, const Buffer& stats,
+                  depengine::examples::StepSlot slot, int batch) {
+  auto& layers = model.layers;
   const Buffer* in = &b.x;
   for (std::size_t k = 0; k < 3; ++k) {
     depengine::examples::push_forward(device, layers[k], *in, b.acts[k], batch);
@@ -188,6 +190,12 @@ void push_step(Device& device, depengine::examples::Mlp& model, const depengine:
                                        b.grads[layer], k > 0 ? &b.grads[layer - 1] : nullptr, batch);
     depengine::examples::push_sgd(device, layers[layer], kLearningRate);
   }
+}
+
+void push_step(Device& device, depengine::examples::Mlp& model, const depengine::examples::host::Dataset& data,
+               StepBuffers& b, const Buffer& stats, depengine::examples::StepSlot slot, int batch) {
+  push_batch(device, data, b, slot);
+  push_compute(device, model, b, stats, slot, batch);
 }
 
 // What one training run printed and measured.
@@ -221,22 +229,41 @@ Run train(const Options& options, bool replay) {
   std::vector<float> host_stats[2] = {std::vector<float>(static_cast<std::size_t>(2 * steps)),
                                       std::vector<float>(static_cast<std::size_t>(2 * steps))};
   const Var downloaded[2] = {engine.NewVariable(), engine.NewVariable()};
-  // Replayed: one set of step buffers and one statistics buffer, allocated once; the step captured on them.
+  // Replayed: one set of step buffers and one statistics buffer, allocated once; the step captured on them. On CUDA a
+  // replay launches the work its first replay recorded, so what differs from step to step stays outside the graph:
+  // the batch's upload is pushed before each replay, and the step's two statistics, which the graph's loss writes to
+  // a scratch buffer, are copied to the step's place after it. Elsewhere the whole step is captured, and each replay
+  // reads its batch and writes its statistics through RunContext::replay.
+  const bool recorded = replay && options.device == "cuda";
   std::unique_ptr<StepBuffers> replayed;
-  Buffer replayed_stats;
+  Buffer replayed_stats, scratch_stats;
   depengine::Graph step_graph;
   if (replay) {
     replayed = std::make_unique<StepBuffers>(device, batch, data.features, model.layers);
     replayed_stats = depengine::examples::allocate_floats(device, static_cast<std::size_t>(2 * steps));
-    step_graph = engine.Capture([&] {
-      push_step(device, model, data, *replayed, replayed_stats,
-                depengine::examples::StepSlot::replayed(static_cast<std::size_t>(steps)), batch);
-    });
+    if (recorded) {
+      scratch_stats = depengine::examples::allocate_floats(device, 2);
+      step_graph = engine.Capture([&] { push_compute(device, model, *replayed, scratch_stats, 0, batch); });
+    } else {
+      step_graph = engine.Capture([&] {
+        push_step(device, model, data, *replayed, replayed_stats,
+                  depengine::examples::StepSlot::replayed(static_cast<std::size_t>(steps)), batch);
+      });
+    }
   }
   Run run;
   run.steps = steps;
   for (int epoch = 0; epoch <= options.epochs; ++epoch) {
-    if (epoch < options.epochs && replay) {
+    if (epoch < options.epochs && recorded) {
+      for (int step = 0; step < steps; ++step) {
+        push_batch(device, data, *replayed, static_cast<std::size_t>(step));
+        engine.Replay(step_graph);
+        depengine::examples::push_copy(device, scratch_stats, replayed_stats,
+                                       static_cast<std::size_t>(2 * step) * sizeof(float), 2 * sizeof(float), "stats");
+      }
+      depengine::examples::push_download(device, replayed_stats, host_stats[epoch % 2].data(), replayed_stats.bytes(),
+                                         downloaded[epoch % 2]);
+    } else if (epoch < options.epochs && replay) {
       for (int step = 0; step < steps; ++step) engine.Replay(step_graph);
       depengine::examples::push_download(device, replayed_stats, host_stats[epoch % 2].data(), replayed_stats.bytes(),
                                          downloaded[epoch % 2]);
@@ -281,6 +308,7 @@ Run train(const Options& options, bool replay) {
   if (replay) {
     replayed->free(buffers);
     buffers.deallocate(replayed_stats);
+    if (recorded) buffers.deallocate(scratch_stats);
   }
   model.free(buffers);
   engine.WaitForAll();
