@@ -27,7 +27,8 @@
 // and a function that throws while being recorded, or makes its stream wait (StreamPlacement::wait_for), fails it.
 // What only the one op can see is the whole replay's: a failed stream it waits for skips it whole, and a device
 // failure while it runs reaches every variable it mutates. Versions count every captured mutation, run or skipped. A
-// replay counts one op in flight.
+// replay counts one op in flight, and takes its RunContext::replay number when it is issued (one skipped whole takes
+// none).
 //
 // A Graph is a move-only handle. It belongs to the engine that captured it and names that engine's variables; it may
 // be destroyed while replays of it are in flight (they keep what they need). Replaying it after a variable it names
