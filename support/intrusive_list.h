@@ -5,7 +5,7 @@
 // element is in at most one list per link member at a time; the list does not own its elements.
 //
 // Thread safety: none; a list is owned by one thread at a time (lists that threads share are guarded by their owner's
-// lock). Cost: O(1) push_back and pop_front; no allocation.
+// lock). Cost: O(1) push_back, splice_back and pop_front; no allocation.
 #pragma once
 
 namespace depengine::support {
@@ -24,6 +24,19 @@ class IntrusiveList {
       head_ = element;
     }
     tail_ = element;
+  }
+
+  // Moves every element of `other` to the back of this list, in order, leaving `other` empty. O(1).
+  void splice_back(IntrusiveList& other) noexcept {
+    if (other.head_ == nullptr) return;
+    if (tail_ != nullptr) {
+      tail_->*Next = other.head_;
+    } else {
+      head_ = other.head_;
+    }
+    tail_ = other.tail_;
+    other.head_ = nullptr;
+    other.tail_ = nullptr;
   }
 
   // The first element, unlinked; null if the list is empty.

@@ -33,7 +33,8 @@ int resolve_workers(int requested) {
 ThreadPoolExecutor::ThreadPoolExecutor(ThreadPoolOptions options)
     : workers_(static_cast<std::uint32_t>(resolve_workers(options.workers))),
       spin_(options.spin),
-      arena_(static_cast<int>(workers_), /*reserved_for_masters=*/0) {
+      arena_(static_cast<int>(workers_), /*reserved_for_masters=*/0),
+      slots_(std::make_unique<Slot[]>(workers_)) {
   // + 1: oneTBB counts the thread that starts its scheduler in the limit, and gives workers the rest.
   const std::size_t needed = static_cast<std::size_t>(workers_) + 1;
   if (tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism) < needed) {
@@ -66,23 +67,35 @@ void ThreadPoolExecutor::start_drainer_if_none_searching(std::uint64_t counts) n
 }
 
 void ThreadPoolExecutor::submit(Task& task) noexcept {
+  // relaxed: a hint for workers (find()); the task itself is published by the compare-exchange below.
+  if (task.priority() > 0) urgent_.fetch_add(1, std::memory_order_relaxed);
   Task* newest = inbox_.load(std::memory_order_relaxed);
   do {
     task.next_ = newest;
-    // seq_cst: releases the op's record to the consumer that takes the stack (its acquire exchange in pop()), and is
-    // the submit's half of the Dekker pair with a drainer that gives up (next_task()), with the load below.
+    // seq_cst: releases the op's record to the consumer that takes the stack (its acquire exchange in pop_shared()),
+    // and is the submit's half of the Dekker pair with a drainer that gives up (next_task()), with the load below.
   } while (!inbox_.compare_exchange_weak(newest, &task, std::memory_order_seq_cst, std::memory_order_relaxed));
   start_drainer_if_none_searching(counts_.load(std::memory_order_seq_cst));
 }
 
-bool ThreadPoolExecutor::has_work() const noexcept {
-  // relaxed: hints for a spinning drainer; pop() decides under lock_.
+bool ThreadPoolExecutor::has_shared_work() const noexcept {
+  // relaxed: hints; pop_shared() decides under lock_.
   return inbox_.load(std::memory_order_relaxed) != nullptr || queued_.load(std::memory_order_relaxed) != 0;
 }
 
+bool ThreadPoolExecutor::slots_empty() const noexcept {
+  for (std::uint32_t i = 0; i < workers_; ++i) {
+    // relaxed: a hint; steal() decides under the slot's lock.
+    if (slots_[i].loaded.load(std::memory_order_relaxed)) return false;
+  }
+  return true;
+}
+
+bool ThreadPoolExecutor::has_work() const noexcept { return has_shared_work() || !slots_empty(); }
+
 // Moves the inbox into the ready queue, oldest first, and pops the task to start next (nullptr if none); `more` says
 // whether tasks remain queued.
-Task* ThreadPoolExecutor::pop(bool& more) noexcept {
+Task* ThreadPoolExecutor::pop_shared(bool& more) noexcept {
   std::lock_guard guard(lock_);
   // relaxed: looking first keeps the inbox line shared (not written) while it stays empty; the exchange decides.
   if (inbox_.load(std::memory_order_relaxed) != nullptr) {
@@ -107,14 +120,125 @@ Task* ThreadPoolExecutor::pop(bool& more) noexcept {
     queued_.store(queued_.load(std::memory_order_relaxed) + added, std::memory_order_relaxed);
   }
   Task* task = queue_.pop();
-  if (task != nullptr) queued_.store(queued_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+  if (task != nullptr) {
+    queued_.store(queued_.load(std::memory_order_relaxed) - 1, std::memory_order_relaxed);
+    // relaxed: a hint (see urgent_).
+    if (task->priority() > 0) urgent_.fetch_sub(1, std::memory_order_relaxed);
+  }
   more = !queue_.empty();
   return task;
 }
 
+// The owner takes the oldest task of its slot; `more` says whether the slot holds more.
+Task* ThreadPoolExecutor::pop_own(Slot& own, bool& more) noexcept {
+  // relaxed: a hint; the owner alone makes the slot non-empty, so it reads its own write, or a thief's emptying.
+  if (!own.loaded.load(std::memory_order_relaxed)) return nullptr;
+  std::lock_guard guard(own.lock);
+  Task* task = own.tasks.pop_front();
+  if (task == nullptr) return nullptr;
+  if (--own.count == 0) {
+    // relaxed: turning empty needs no ordering; a searcher that still sees it loaded only looks once more.
+    own.loaded.store(false, std::memory_order_relaxed);
+  }
+  more = own.count != 0;
+  return task;
+}
+
+// The owner adds `count` tasks to its slot, up to its capacity (the rest go to the ready queue), and makes sure some
+// thread looks for work if more could run.
+void ThreadPoolExecutor::keep_own(Slot& own, TaskList& tasks, std::size_t count) noexcept {
+  TaskList overflow;
+  {
+    std::lock_guard guard(own.lock);
+    const std::size_t room = kSlotCapacity - std::min(kSlotCapacity, own.count);
+    if (count > room) {
+      TaskList kept;
+      for (std::size_t k = 0; k < room; ++k) kept.push_back(tasks.pop_front());
+      overflow.splice_back(tasks);
+      tasks.splice_back(kept);
+      count = room;
+    }
+    if (count != 0) {
+      own.tasks.splice_back(tasks);
+      if (own.count == 0) {
+        // seq_cst: the owner's half of a Dekker pair with a drainer that gives up (next_task()): this store, then the
+        // load of counts_ below; the drainer changes counts_, then loads `loaded`.
+        own.loaded.store(true, std::memory_order_seq_cst);
+      }
+      own.count += count;
+    }
+  }
+  while (Task* task = overflow.pop_front()) submit(*task);
+  if (count != 0) start_drainer_if_none_searching(counts_.load(std::memory_order_seq_cst));
+}
+
+// Takes the oldest half of another worker's slot (a helper, `own` null: one task). Returns the first task taken, and
+// keeps the rest in `own`. `more` says whether tasks remain that other threads could take.
+Task* ThreadPoolExecutor::steal(Slot* own, bool& more) noexcept {
+  const std::uint32_t first = own != nullptr ? static_cast<std::uint32_t>(own - slots_.get()) + 1 : 0;
+  for (std::uint32_t i = 0; i < workers_; ++i) {
+    Slot& victim = slots_[(first + i) % workers_];
+    // relaxed: a hint; decided under the victim's lock.
+    if (&victim == own || !victim.loaded.load(std::memory_order_relaxed)) continue;
+    TaskList taken;
+    std::size_t count = 0;
+    bool left = false;
+    {
+      std::lock_guard guard(victim.lock);
+      count = own != nullptr ? (victim.count + 1) / 2 : std::min<std::size_t>(victim.count, 1);
+      for (std::size_t k = 0; k < count; ++k) taken.push_back(victim.tasks.pop_front());
+      victim.count -= count;
+      // relaxed: as in pop_own().
+      if (count != 0 && victim.count == 0) victim.loaded.store(false, std::memory_order_relaxed);
+      left = victim.count != 0;
+    }
+    Task* task = taken.pop_front();
+    if (task == nullptr) continue;
+    if (count > 1) keep_own(*own, taken, count - 1);
+    more = left || count > 1;
+    return task;
+  }
+  return nullptr;
+}
+
+// The next task for a thread of the pool (`own`: its slot) or a helper (null): its own slot's oldest, unless urgent
+// tasks wait in the ready queue; else the ready queue's next; else a share of another worker's slot.
+Task* ThreadPoolExecutor::find(Slot* own, bool& more) noexcept {
+  more = false;
+  // relaxed: a hint; an urgent task submitted a moment later starts after the task taken here.
+  const bool urgent = urgent_.load(std::memory_order_relaxed) != 0;
+  Task* task = nullptr;
+  if (own != nullptr && !urgent) task = pop_own(*own, more);
+  if (task == nullptr && has_shared_work()) task = pop_shared(more);
+  if (task == nullptr && own != nullptr && urgent) task = pop_own(*own, more);
+  if (task == nullptr) task = steal(own, more);
+  return task;
+}
+
+// Routes what a completion made ready: returns the task to run next on this thread (take_ready()'s choice), keeps the
+// other priority-0 tasks of this pool in the worker's slot, and submits the rest.
+Task* ThreadPoolExecutor::route(TaskList& ready, Slot* own) noexcept {
+  if (own == nullptr) return take_ready(ready, this);
+  Task* keep = nullptr;
+  TaskList mine;
+  std::size_t count = 0;
+  while (Task* task = ready.pop_front()) {
+    if (task->executor() == this && (keep == nullptr || task->priority() > keep->priority())) std::swap(keep, task);
+    if (task == nullptr) continue;
+    if (task->executor() == this && task->priority() == 0) {
+      mine.push_back(task);
+      ++count;
+    } else {
+      task->executor()->submit(*task);
+    }
+  }
+  if (count != 0) keep_own(*own, mine, count);
+  return keep;
+}
+
 bool ThreadPoolExecutor::try_help() noexcept {
   bool more = false;
-  Task* task = has_work() ? pop(more) : nullptr;
+  Task* task = find(nullptr, more);
   if (task == nullptr) return false;
   TaskList ready;
   host_->execute(*task, -1, ready);
@@ -128,20 +252,19 @@ bool ThreadPoolExecutor::try_help() noexcept {
 //
 // Giving up is one half of a Dekker pair with submit(): the drainer leaves counts_ and then looks at the inbox once
 // more (seq_cst both); submit() pushes to the inbox and then reads counts_ (seq_cst both). One of the two sees the
-// other: either the drainer sees the op and comes back, or the submit sees the drainer gone and starts one. The ready
-// queue is looked at under lock_, where every consumer changes it. So an op is never left queued with nobody searching.
-Task* ThreadPoolExecutor::next_task() {
+// other: either the drainer sees the op and comes back, or the submit sees the drainer gone and starts one. The same
+// pair holds with a worker that fills its empty slot (keep_own(): `loaded`, then counts_). The ready queue is looked
+// at under lock_, where every consumer changes it. So an op is never left queued with nobody searching.
+Task* ThreadPoolExecutor::next_task(Slot* own) {
   using Clock = std::chrono::steady_clock;
   Clock::time_point give_up{};
   for (;;) {
-    if (has_work()) {
-      bool more = false;
-      if (Task* task = pop(more)) {
-        const std::uint64_t counts = counts_.fetch_sub(kSearcher, std::memory_order_seq_cst) - kSearcher;
-        // Work remains and nobody else is looking: hand the search on to one more thread.
-        if (more) start_drainer_if_none_searching(counts);
-        return task;
-      }
+    bool more = false;
+    if (Task* task = has_work() ? find(own, more) : nullptr) {
+      const std::uint64_t counts = counts_.fetch_sub(kSearcher, std::memory_order_seq_cst) - kSearcher;
+      // Work remains and nobody else is looking: hand the search on to one more thread.
+      if (more) start_drainer_if_none_searching(counts);
+      return task;
     }
     const Clock::time_point now = Clock::now();
     if (give_up == Clock::time_point{}) {
@@ -153,6 +276,10 @@ Task* ThreadPoolExecutor::next_task() {
       {
         std::lock_guard guard(lock_);
         idle = queue_.empty() && inbox_.load(std::memory_order_seq_cst) == nullptr;
+      }
+      for (std::uint32_t i = 0; i < workers_ && idle; ++i) {
+        // seq_cst: the drainer's half of the Dekker pair with keep_own().
+        idle = !slots_[i].loaded.load(std::memory_order_seq_cst);
       }
       if (idle) return nullptr;
       // Work arrived as we left, and its submit may have seen us searching: search again, unless another drainer
@@ -174,17 +301,24 @@ void ThreadPoolExecutor::drain() {
   // counter's release sequence.
   (void)launches_.load(std::memory_order_acquire);
   const int worker = tbb::this_task_arena::current_thread_index();
+  // A thread of the arena has an index below workers_; anything else (never seen) runs without a slot, as a helper.
+  Slot* const own = worker >= 0 && static_cast<std::uint32_t>(worker) < workers_
+                        ? &slots_[static_cast<std::size_t>(worker)]
+                        : nullptr;
   TaskList ready;
-  while (Task* task = next_task()) {
+  while (Task* task = next_task(own)) {
     while (task != nullptr) {
       do {
         host_->execute(*task, worker, ready);
-        task = take_ready(ready, this);
+        // The common cases without a call: nothing made ready, or one op of this pool (a chain).
+        const Task* made = ready.front();
+        task = made == nullptr || (made->next_ == nullptr && made->executor() == this) ? ready.pop_front()
+                                                                                       : route(ready, own);
       } while (task != nullptr);
-      // Still counted as running, not searching: the next queued op is taken at once, without touching counts_ (a
+      // Still counted as running, not searching: the next task is taken at once, without touching counts_ (a
       // searcher's round trip, two read-modify-writes on a line every drainer shares, per op of a fan-out).
       bool more = false;
-      task = has_work() ? pop(more) : nullptr;
+      task = has_work() ? find(own, more) : nullptr;
       // Work remains and nobody looks for it: hand the search to one more thread, as a searcher that found work would.
       // seq_cst: as every access to counts_ (see next_task()).
       if (more) start_drainer_if_none_searching(counts_.load(std::memory_order_seq_cst));

@@ -6,12 +6,16 @@
 // for `spin` (a cross-core wake costs about 10 us on these machines, so waiting that long first is cheap insurance),
 // then returns its thread to oneTBB, which parks it.
 //
-// Two queues, so that a submitting thread never waits for a worker (README.md):
+// Three places for a ready op, so that a submitting thread never waits for a worker and a fan-out made ready by a
+// completion stays with its worker (README.md):
 //   - the inbox, where submit() puts an op: a lock-free stack, one compare-exchange per op and nothing else shared
 //     with the workers but that line; a drainer takes the whole stack at once.
 //   - the ready queue (a ReadyQueue: higher priority first, FIFO among equals), where drainers put what they take from
 //     the inbox, in submission order, and pop from. Only drainers and helping threads touch it, under a spinlock, so
 //     the lock and the queue's lines stay with the workers.
+//   - a slot per worker: the priority-0 ops its completions made ready beyond the one it runs next. The worker takes
+//     them oldest first; an idle worker steals the oldest half, a helping thread one, so none is stranded behind a
+//     worker blocked in a long op. Ops of a priority above 0 waiting in the ready queue go before a worker's slot.
 //
 // Waking, "never more workers than there is work": at most one drainer searches for work at a time. A submit starts
 // a new drainer only when none is searching and fewer than `workers` exist; a searching drainer that finds work
@@ -22,7 +26,8 @@
 //
 // Thread safety: every method may be called from any thread, except start()/stop() (the engine's owner thread).
 // Cost: submit() is one compare-exchange on the inbox line and one load of the counts (and enqueues a TBB task only
-// when a drainer must be started); running a kept successor takes no lock. No allocation per op; starting a drainer
+// when a drainer must be started); running a kept successor takes no lock, and one from the worker's slot a lock whose
+// line stays in its cache unless another thread steals. No allocation per op; starting a drainer
 // allocates one TBB task.
 //
 // oneTBB caps its worker threads at its process-wide limit (tbb::global_control::max_allowed_parallelism, by default
@@ -40,6 +45,7 @@
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <mutex>
 #include <optional>
 
@@ -84,10 +90,31 @@ class ThreadPoolExecutor final : public Executor {
     return static_cast<std::uint32_t>(counts >> 32);
   }
 
+  // A worker's own ready tasks (priority 0 only), oldest first: what its completions made ready beyond the one it runs
+  // next. The owner adds and takes under `lock`, a line that stays in
+  // its cache while nobody steals; other workers and helpers take from the front under the same lock (steal()).
+  // `loaded` says whether the slot holds tasks, for threads looking for work: on a line of its own, written only when
+  // the slot turns empty or non-empty, so a searcher spinning on it does not pull the lock's line away per task.
+  struct Slot {
+    alignas(64) support::Spinlock lock;
+    TaskList tasks;         // guarded by lock
+    std::size_t count = 0;  // guarded by lock
+    alignas(64) std::atomic<bool> loaded{false};
+  };
+  // The most tasks a slot holds; a fan-out beyond it goes to the ready queue.
+  static constexpr std::size_t kSlotCapacity = 256;
+
   void drain();
-  Task* next_task();
-  [[nodiscard]] Task* pop(bool& more) noexcept;
+  Task* next_task(Slot* own);
+  [[nodiscard]] Task* find(Slot* own, bool& more) noexcept;
+  [[nodiscard]] Task* pop_shared(bool& more) noexcept;
+  [[nodiscard]] static Task* pop_own(Slot& own, bool& more) noexcept;
+  [[nodiscard]] Task* steal(Slot* own, bool& more) noexcept;
+  void keep_own(Slot& own, TaskList& tasks, std::size_t count) noexcept;
+  [[nodiscard]] Task* route(TaskList& ready, Slot* own) noexcept;
+  [[nodiscard]] bool has_shared_work() const noexcept;
   [[nodiscard]] bool has_work() const noexcept;
+  [[nodiscard]] bool slots_empty() const noexcept;
   void start_drainer_if_none_searching(std::uint64_t counts) noexcept;
   void launch_drainer() noexcept;
 
@@ -107,6 +134,12 @@ class ThreadPoolExecutor final : public Executor {
   alignas(64) support::Spinlock lock_;
   ReadyQueue queue_;
   std::atomic<std::size_t> queued_{0};
+  // Tasks of a priority above 0 submitted and not yet taken from the ready queue: while there are, a worker looks at
+  // the ready queue before its own slot. Written only by such submits and their pops, so the line stays cached
+  // everywhere.
+  alignas(64) std::atomic<std::uint32_t> urgent_{0};
+  // One per worker (tbb::this_task_arena::current_thread_index()).
+  std::unique_ptr<Slot[]> slots_;
   // Drainers alive, for stop() to wait on. A mutex rather than an atomic wait: the last drainer's notify must happen
   // before stop() can return and the executor be destroyed, and holding alive_mutex_ across it guarantees that.
   // Bumped (release) by every launch and read (acquire) by every drainer as it starts, so the executor's state and the

@@ -92,6 +92,25 @@ struct Gate {
   }
 };
 
+// The order in which task bodies ran, by id (they may run on any thread).
+class RunOrder {
+ public:
+  [[nodiscard]] std::function<void(int)> body(int id) {
+    return [this, id](int) {
+      std::lock_guard lock(mutex_);
+      ids_.push_back(id);
+    };
+  }
+  [[nodiscard]] std::vector<int> ids() {
+    std::lock_guard lock(mutex_);
+    return ids_;
+  }
+
+ private:
+  std::mutex mutex_;
+  std::vector<int> ids_;  // guarded by mutex_
+};
+
 TEST_CASE("a negative worker count is rejected with a message", "[executors][threadpool]") {
   CHECK_THROWS_WITH(ThreadPoolExecutor(ThreadPoolOptions{.workers = -1}), Catch::Contains("workers must be >= 0"));
   CHECK(ThreadPoolExecutor(ThreadPoolOptions{.workers = 0}).workers() >= 1);
@@ -219,25 +238,19 @@ TEST_CASE("of several successors the worker keeps the most urgent and queues the
   FakeHost host;
   ThreadPoolExecutor pool(ThreadPoolOptions{.workers = 1});
   pool.start(host);
-  std::mutex order_mutex;
-  std::vector<int> order;
-  auto record = [&](int id) {
-    return [&, id](int) {
-      std::lock_guard lock(order_mutex);
-      order.push_back(id);
-    };
-  };
+  RunOrder order;
   ScriptedTask first(&pool, 0), low(&pool, 0), urgent(&pool, 5), low2(&pool, 0);
-  first.body = record(0);
-  low.body = record(1);
-  urgent.body = record(2);
-  low2.body = record(3);
+  first.body = order.body(0);
+  low.body = order.body(1);
+  urgent.body = order.body(2);
+  low2.body = order.body(3);
   first.successors = {&low, &urgent, &low2};
   pool.submit(first);
   REQUIRE(wait_until([&] { return low.runs.load() + urgent.runs.load() + low2.runs.load() == 3; }));
   pool.stop();
-  REQUIRE(order.size() == 4);
-  CHECK(order[1] == 2);
+  const std::vector<int> ran = order.ids();
+  REQUIRE(ran.size() == 4);
+  CHECK(ran[1] == 2);
   CHECK(urgent.thread == first.thread);
 }
 
@@ -322,6 +335,116 @@ TEST_CASE("two workers run two blocked tasks at once, and never more", "[executo
   CHECK(met.load() == 2);  // both were inside their bodies at the same time
   CHECK(tasks[0].thread != tasks[1].thread);
   CHECK(host.max_running() == 2);
+}
+
+// A worker keeps what its completions made ready, beyond the task it runs next, in a slot of its own
+// (threadpool_executor.h); other threads must still reach those tasks, or a blocked worker would strand them.
+TEST_CASE("a worker's own ready tasks are taken by another worker while it is blocked", "[executors][threadpool]") {
+  Watchdog watchdog("threadpool steal");
+  FakeHost host;
+  ThreadPoolExecutor pool(ThreadPoolOptions{.workers = 2});
+  pool.start(host);
+  ScriptedTask first(&pool, 0), blocker(&pool, 0), other(&pool, 0);
+  std::atomic<bool> timed_out{false};
+  // The worker keeps `blocker` to run next and `other` in its slot; `blocker` waits for `other` to have run.
+  blocker.body = [&](int) {
+    // relaxed: read after stop(), which joins the workers.
+    if (!wait_until([&] { return other.runs.load() == 1; })) timed_out.store(true, std::memory_order_relaxed);
+  };
+  first.successors = {&blocker, &other};
+  pool.submit(first);
+  REQUIRE(wait_until([&] { return blocker.runs.load() == 1; }));
+  pool.stop();
+  CHECK_FALSE(timed_out.load());
+  CHECK(blocker.thread == first.thread);
+  CHECK(other.thread != blocker.thread);
+  CHECK(other.worker >= 0);
+}
+
+TEST_CASE("a waiting thread helps with a worker's own ready tasks", "[executors][threadpool]") {
+  Watchdog watchdog("threadpool help from a slot");
+  FakeHost host;
+  ThreadPoolExecutor pool(ThreadPoolOptions{.workers = 1});
+  pool.start(host);
+  ScriptedTask first(&pool, 0), blocker(&pool, 0), other(&pool, 0);
+  std::atomic<bool> timed_out{false};
+  std::atomic<bool> blocked{false};
+  blocker.body = [&](int) {
+    // release: pairs with the acquire below; the worker is inside `blocker`, `other` in its slot.
+    blocked.store(true, std::memory_order_release);
+    // relaxed: read after stop(), which joins the worker.
+    if (!wait_until([&] { return other.runs.load() == 1; })) timed_out.store(true, std::memory_order_relaxed);
+  };
+  first.successors = {&blocker, &other};
+  pool.submit(first);
+  // Not before: this thread would run `first` itself, and its successors would go to the queue, not to a slot.
+  REQUIRE(wait_until([&] { return blocked.load(std::memory_order_acquire); }));
+  // The only worker is blocked in `blocker`, with `other` in its slot: only this thread can run it.
+  REQUIRE(wait_until([&] { return other.runs.load() == 1 || pool.try_help(); }));
+  REQUIRE(wait_until([&] { return blocker.runs.load() == 1; }));
+  pool.stop();
+  CHECK_FALSE(timed_out.load());
+  CHECK(other.thread == std::this_thread::get_id());
+  CHECK(other.worker == -1);
+}
+
+TEST_CASE("an urgent task submitted meanwhile runs before the rest of a worker's own tasks",
+          "[executors][threadpool][priority]") {
+  Watchdog watchdog("threadpool urgent before slot");
+  FakeHost host;
+  ThreadPoolExecutor pool(ThreadPoolOptions{.workers = 1});
+  pool.start(host);
+  RunOrder order;
+  ScriptedTask first(&pool, 0), a(&pool, 0), b(&pool, 0), c(&pool, 0), urgent(&pool, 5);
+  // `first` submits the urgent task while it runs, then makes a, b and c ready: the worker runs a next (on its
+  // thread), keeps b and c in its slot, and must run the urgent task before them.
+  first.body = [&](int worker) {
+    order.body(0)(worker);
+    pool.submit(urgent);
+  };
+  a.body = order.body(1);
+  b.body = order.body(2);
+  c.body = order.body(3);
+  urgent.body = order.body(4);
+  first.successors = {&a, &b, &c};
+  pool.submit(first);
+  REQUIRE(wait_until([&] { return c.runs.load() + b.runs.load() + urgent.runs.load() == 3; }));
+  pool.stop();
+  CHECK(order.ids() == std::vector<int>{0, 1, 4, 2, 3});
+}
+
+TEST_CASE("every task of random fan-outs made ready by completions runs exactly once", "[executors][threadpool]") {
+  // A random tree: each task makes 0 to 12 children ready, so workers fill their slots, steal halves of each other's,
+  // overflow a slot into the ready queue (a task with more children than a slot holds) and go idle and come back.
+  const unsigned seed = std::random_device{}();
+  INFO("seed " << seed);
+  std::mt19937 rng(seed);
+  for (const int workers : {1, 2, 4}) {
+    DYNAMIC_SECTION("workers " << workers) {
+      Watchdog watchdog("threadpool random fan-outs");
+      FakeHost host;
+      ThreadPoolExecutor pool(ThreadPoolOptions{.workers = workers});
+      pool.start(host);
+      const std::size_t count = sized(40'000, 4'000, 10'000);
+      std::deque<ScriptedTask> tasks;
+      for (std::size_t i = 0; i < count; ++i) tasks.emplace_back(&pool, 0);
+      std::size_t next = 1;
+      for (std::size_t i = 0; i < count && next < count; ++i) {
+        // Now and then one task with more children than a slot holds.
+        std::size_t children = rng() % 97 == 0 ? 300 : rng() % 13;
+        if (children == 0 && i + 1 == next) children = 1;  // the tree must reach every task
+        for (std::size_t k = 0; k < children && next < count; ++k) tasks[i].successors.push_back(&tasks[next++]);
+      }
+      pool.submit(tasks.front());
+      REQUIRE(wait_until([&] {
+        return std::all_of(tasks.begin(), tasks.begin() + static_cast<std::ptrdiff_t>(next),
+                           [](auto& t) { return t.runs.load() > 0; });
+      }));
+      pool.stop();
+      for (std::size_t i = 0; i < next; ++i) REQUIRE(tasks[i].runs.load() == 1);
+      CHECK(host.max_running() <= workers);
+    }
+  }
 }
 
 TEST_CASE("take_ready keeps the first most urgent task of its executor and submits the rest", "[executors]") {
