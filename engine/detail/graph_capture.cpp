@@ -109,6 +109,40 @@ GraphPlan::GraphPlan(std::uint32_t engine_id, std::vector<CapturedOp> captured) 
       if (!walk.readers_since.empty()) add_join(Access::kRead, {}, walk.readers_since);
     }
   }
+  // Fan-ins (graph_plan.h): each run of consecutive predecessors of a wide fan-in, kRelayGroup at a time, through a
+  // relay.
+  std::vector<std::uint32_t> fan_in(count, 0);
+  for (const std::vector<std::uint32_t>& next : successors) {
+    for (const std::uint32_t s : next) ++fan_in[s];
+  }
+  std::vector<std::vector<std::uint32_t>> wide;     // the predecessors of each wide fan-in, in index order
+  std::vector<std::uint32_t> wide_index(count, 0);  // 1 + its index in `wide`, 0 for an op that is not one
+  for (std::uint32_t p = 0; p < count; ++p) {
+    for (const std::uint32_t s : successors[p]) {
+      if (fan_in[s] <= kRelayAbove) continue;
+      if (wide_index[s] == 0) {
+        wide.emplace_back();
+        wide_index[s] = static_cast<std::uint32_t>(wide.size());
+      }
+      wide[wide_index[s] - 1].push_back(p);
+    }
+  }
+  for (std::uint32_t s = 0; s < count; ++s) {
+    if (wide_index[s] == 0) continue;
+    const std::vector<std::uint32_t>& preds = wide[wide_index[s] - 1];
+    for (std::size_t i = 0; i < preds.size();) {
+      std::size_t end = i + 1;  // [i, end): consecutive ops, at most kRelayGroup
+      while (end < preds.size() && end - i < kRelayGroup && preds[end] == preds[end - 1] + 1) ++end;
+      if (end - i >= kRelayMin) {
+        const auto relay = count + static_cast<std::uint32_t>(relays_.size());
+        relays_.push_back(Relay{static_cast<std::int32_t>(end - i), s});
+        ops_[s].wait -= static_cast<std::int32_t>(end - i) - 1;  // their grants become the relay's one
+        for (std::size_t k = i; k < end; ++k)
+          *std::find(successors[preds[k]].begin(), successors[preds[k]].end(), s) = relay;
+      }
+      i = end;
+    }
+  }
   for (std::uint32_t i = 0; i < count; ++i) {
     ops_[i].successors.begin = static_cast<std::uint32_t>(successors_.size());
     successors_.insert(successors_.end(), successors[i].begin(), successors[i].end());
@@ -143,7 +177,9 @@ void GraphPlan::give_back(GraphInstance* instance) noexcept {
 GraphInstance::GraphInstance(GraphPlan& planned_by)
     : plan(planned_by),
       ops(std::make_unique<GraphOp[]>(planned_by.size())),
-      joins(std::make_unique<GraphJoin[]>(planned_by.joins().size())) {
+      joins(std::make_unique<GraphJoin[]>(planned_by.joins().size())),
+      relays(std::make_unique<GraphRelay[]>(planned_by.relays().size())) {
+  for (std::size_t r = 0; r < planned_by.relays().size(); ++r) relays[r].reset_wait(planned_by.relays()[r].wait);
   for (std::uint32_t i = 0; i < planned_by.size(); ++i) {
     const GraphPlan::Op& op = planned_by.op(i);
     ops[i].prepare(op.executor, op.priority, this);

@@ -34,6 +34,15 @@
 // stale call stays memory-safe, as for a pushed op), whose `replayed` names the GraphOp. The last one out frees the
 // instance and counts the replay's ops out of flight at once.
 //
+// Fan-ins. An op with many predecessors (a writer after 64 readers) would take one grant from each on its own counter,
+// and with readers spread over two workers that counter's line would cross between their cores at nearly every grant.
+// Planning gives such an op relays instead: counters that stand for a run of kRelayMin to kRelayGroup predecessors
+// captured one after the other, which grant the op once when all of theirs have granted them. Ops captured one after
+// the other are typically made ready together (the readers of a fan-out), and a worker that steals takes a run of
+// them (executors/threadpool/README.md), so a relay's grants mostly come from one worker, and the op's own counter
+// takes one grant per relay. Predecessors scattered through the step (an op reading many variables) stay direct:
+// there a relay would only add a line and a grant. A successor index at or past size() names a relay.
+//
 // Instances keep their state between replays: an op restores its own wait count when it starts (nothing grants it
 // again in that replay), and a join restores its counts when it is granted and completed, so a replay writes only
 // the joins and the ops granted at append, not every op.
@@ -81,6 +90,10 @@ struct alignas(64) GraphOp final : Task, OpNode {
   GraphInstance* instance = nullptr;
 };
 static_assert(sizeof(GraphOp) == 64, "one line per op: workers running neighbours do not share one");
+
+// A counter standing for a run of an op's predecessors (see Fan-ins above): granted by each, it grants the op once.
+struct alignas(64) GraphRelay final : OpNode {};
+static_assert(sizeof(GraphRelay) == 64, "one line per relay: relays granted by different workers do not share one");
 
 // One of a replay's entries in a variable's queue (see Joins above). The queue grants its OpNode, which waits for two
 // grants: the queue's, and the replaying thread's once it has published the whole replay (a queue may grant an entry
@@ -168,6 +181,15 @@ class GraphPlan {
     Access access = Access::kRead;
     bool counts_version = false;  // a mutation whose completion counts the version itself (not a middle join's last)
   };
+  // See Fan-ins above: an op with more than kRelayAbove predecessors takes runs of kRelayMin to kRelayGroup of them
+  // through relays.
+  static constexpr std::uint32_t kRelayAbove = 16;
+  static constexpr std::uint32_t kRelayMin = 4;
+  static constexpr std::uint32_t kRelayGroup = 8;
+  struct Relay {
+    std::int32_t wait = 0;     // the predecessors it stands for
+    std::uint32_t target = 0;  // the op it grants
+  };
   struct Join {
     VarState* var = nullptr;
     std::uint32_t tag = 0;
@@ -189,9 +211,11 @@ class GraphPlan {
   [[nodiscard]] Op& op(std::uint32_t index) noexcept { return ops_[index]; }
   [[nodiscard]] const std::vector<Join>& joins() const noexcept { return joins_; }
   [[nodiscard]] const Use* uses(const Op& op) const noexcept { return uses_.data() + op.uses.begin; }
+  // An op's successors: an index below size() is an op, one at size() + r the relay relays()[r].
   [[nodiscard]] const std::uint32_t* successors(const Op& op) const noexcept {
     return successors_.data() + op.successors.begin;
   }
+  [[nodiscard]] const std::vector<Relay>& relays() const noexcept { return relays_; }
   [[nodiscard]] const std::uint32_t* covered(const Op& op) const noexcept { return covered_.data() + op.covers.begin; }
   [[nodiscard]] const std::uint32_t* targets(const Join& join) const noexcept {
     return targets_.data() + join.targets.begin;
@@ -220,6 +244,7 @@ class GraphPlan {
   std::vector<Use> uses_;
   std::vector<std::uint32_t> successors_;
   std::vector<std::uint32_t> covered_;
+  std::vector<Relay> relays_;
   std::vector<Join> joins_;  // sorted by variable address; a variable's head, middle and tail in that order
   std::vector<std::uint32_t> targets_;
   std::vector<std::uint32_t> roots_;
@@ -232,7 +257,8 @@ class GraphPlan {
   std::vector<GraphInstance*> free_;                       // guarded by pool_mutex_
 };
 
-// The state of one replay: an op per planned op and a join per planned join, reused by later replays.
+// The state of one replay: an op per planned op, a join per planned join and a relay per planned relay, reused by later
+// replays.
 class GraphInstance {
  public:
   explicit GraphInstance(GraphPlan& plan);
@@ -240,6 +266,7 @@ class GraphInstance {
   GraphPlan& plan;
   std::unique_ptr<GraphOp[]> ops;
   std::unique_ptr<GraphJoin[]> joins;
+  std::unique_ptr<GraphRelay[]> relays;
   // Set by the replaying thread before the ops can run; read by them.
   std::shared_ptr<GraphPlan> keep;  // the plan stays alive while the replay is in flight
   std::int64_t replay = 0;          // RunContext::replay

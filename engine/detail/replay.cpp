@@ -246,10 +246,19 @@ void EngineCore::complete_replayed(GraphOp* op, const GraphPlan::Op& planned, co
   while (OpNode* node = granted.pop_front()) route(node, ready);
   const std::uint32_t* successor = plan.successors(planned);
   const std::uint32_t* const end = successor + (planned.successors.end - planned.successors.begin);
+  const auto size = static_cast<std::uint32_t>(plan.size());
   for (; successor != end; ++successor) {
-    GraphOp& next = ops[*successor];
+    std::uint32_t index = *successor;
+    if (index >= size) {  // a relay (graph_plan.h, Fan-ins): the last of its predecessors grants its op
+      GraphRelay& relay = instance->relays[index - size];
+      if (!relay.grant()) continue;
+      const GraphPlan::Relay& planned_relay = plan.relays()[index - size];
+      relay.reset_wait(planned_relay.wait);  // for the next replay: nothing grants the relay again in this one
+      index = planned_relay.target;
+    }
+    GraphOp& next = ops[index];
     if (!next.grant()) continue;
-    if (traced != 0) trace_.flow(id, traced + *successor);  // next is ours: the instance cannot end meanwhile
+    if (traced != 0) trace_.flow(id, traced + index);  // next is ours: the instance cannot end meanwhile
     ready.push_back(&next);
   }
   if (retire) retire_replayed(instance);

@@ -894,6 +894,79 @@ TEST_CASE("Version counts every replayed mutation, exactly inside the ops", "[gr
   }
 }
 
+// A replayed op with more than 16 predecessors takes their grants through relays of 8 (graph_plan.h, Fan-ins): it must
+// still start only after every one of them, in every replay, whether they reach it through one variable (a writer after
+// N readers) or through many (a reader of 40 variables, each written by its own op). A relay that granted early, or a
+// count left wrong for the next replay, shows as a writer that saw fewer readers, or a reader that saw a stale value.
+TEST_CASE("an op with many predecessors in a graph starts after every one of them, in every replay",
+          "[graph][fan-in]") {
+  constexpr std::size_t kReplays = 20;
+  constexpr std::size_t kSources = 40;
+  for (const auto& factory : cpu_factories()) {
+    for (const std::size_t readers : {std::size_t{16}, std::size_t{17}, std::size_t{100}}) {
+      DYNAMIC_SECTION(factory.name << ", " << readers << " readers") {
+        Watchdog watchdog("graph fan-in on " + factory.name);
+        Engine engine(factory.options());
+        const Var x = engine.NewVariable();
+        std::vector<Var> sources;
+        for (std::size_t i = 0; i < kSources; ++i) sources.push_back(engine.NewVariable());
+        std::int64_t x_value = -1;                              // x's data: the replay that last wrote it
+        std::vector<std::int64_t> source_values(kSources, -1);  // each source's data: likewise
+        std::vector<std::atomic<std::size_t>> reads(kReplays);  // per replay: readers of x that saw it right
+        std::vector<std::size_t> reads_seen(kReplays, 0);       // per replay: what the writer after them counted
+        std::vector<std::size_t> sources_right(kReplays, 0);    // per replay: sources the fan-in reader saw right
+        std::atomic<int> out_of_range{0};
+        auto replay_of = [&](const RunContext& ctx) -> std::optional<std::size_t> {
+          if (ctx.replay < 0 || static_cast<std::size_t>(ctx.replay) >= kReplays) {
+            out_of_range.fetch_add(1);
+            return std::nullopt;
+          }
+          return static_cast<std::size_t>(ctx.replay);
+        };
+        Graph graph = engine.Capture([&] {
+          engine.Push(
+              [&](const RunContext& ctx) {
+                if (auto k = replay_of(ctx)) x_value = static_cast<std::int64_t>(*k);
+              },
+              {}, {x});
+          for (std::size_t r = 0; r < readers; ++r) {
+            engine.Push(
+                [&](const RunContext& ctx) {
+                  if (auto k = replay_of(ctx); k && x_value == static_cast<std::int64_t>(*k)) reads[*k].fetch_add(1);
+                },
+                {x}, {});
+          }
+          engine.Push(
+              [&](const RunContext& ctx) {
+                if (auto k = replay_of(ctx)) reads_seen[*k] = reads[*k].load();
+              },
+              {}, {x});
+          for (std::size_t i = 0; i < kSources; ++i) {
+            engine.Push(
+                [&, i](const RunContext& ctx) {
+                  if (auto k = replay_of(ctx)) source_values[i] = static_cast<std::int64_t>(*k);
+                },
+                {}, {sources[i]});
+          }
+          engine.Push(
+              [&](const RunContext& ctx) {
+                if (auto k = replay_of(ctx)) {
+                  sources_right[*k] = static_cast<std::size_t>(
+                      std::count(source_values.begin(), source_values.end(), static_cast<std::int64_t>(*k)));
+                }
+              },
+              sources, {});
+        });
+        for (std::size_t k = 0; k < kReplays; ++k) engine.Replay(graph);
+        engine.WaitForAll();
+        CHECK(out_of_range.load() == 0);
+        CHECK(reads_seen == std::vector<std::size_t>(kReplays, readers));
+        CHECK(sources_right == std::vector<std::size_t>(kReplays, kSources));
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------------------------------
 // 6. Misuse.
 
