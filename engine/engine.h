@@ -32,7 +32,8 @@
 //   Both waits run queued work on the calling thread while they wait. Called from inside a running op of this engine
 //   they would wait on that op or on work queued behind it, so they throw Error instead of hanging.
 // - Back-pressure. At most EngineOptions::max_in_flight ops are pushed and not yet completed. A push past the bound
-//   waits (running queued work meanwhile). Pushes from inside a running op are exempt: the op they would wait for may
+//   waits (running queued work meanwhile; a pool with ThreadPoolOptions::work_first may also have a push run its own
+//   op when the workers are behind). Pushes from inside a running op are exempt: the op they would wait for may
 //   be the one pushing. An async op whose Completion only the blocked pushing thread would call cannot complete, so
 //   call completions from elsewhere or raise the bound.
 // - Deletion. DeleteVariable(v, deleter) is a mutation of v ordered after everything pushed on v before it; the

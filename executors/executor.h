@@ -160,6 +160,13 @@ class Executor {
   // Called once by the engine when no op is in flight and none will be pushed again: release threads.
   virtual void stop() noexcept = 0;
 
+  // Whether a thread that has just pushed `task`, ready at its push, from outside any op, should run it itself now
+  // instead of submitting it, because the executor's threads are behind (work-first: ThreadPoolOptions::work_first).
+  // Asked only of an executor that offers_work_first(); by default never.
+  [[nodiscard]] virtual bool run_here(const Task& /*task*/) const noexcept { return false; }
+  // Whether run_here() can ever say yes: a plain load, so that a push to any other executor pays no call.
+  [[nodiscard]] bool offers_work_first() const noexcept { return offers_work_first_; }
+
   // True for stream executors: ops are issued (released at issue with a signal) and complete later, on the device.
   // Such an executor takes only synchronous pushes (an asynchronous op completes on its own terms, not the stream's).
   [[nodiscard]] virtual bool issues_ahead() const noexcept { return false; }
@@ -185,6 +192,9 @@ class Executor {
   // backend throws (StreamError); std::logic_error where records_work() is false.
   virtual void replay_recorded(const StreamPlacement& where, std::unique_ptr<RecordedOps>& recorded,
                                void (*enqueue)(void* context), void* context);
+
+ protected:
+  bool offers_work_first_ = false;  // set by an executor's constructor, immutable after
 };
 
 // Routes the tasks in `ready`: submits every task that belongs to another executor, and every task of `self` but one,

@@ -1,7 +1,9 @@
 // End-to-end cost of the engine per op: the four standard workloads (bench/common/workloads.h) pushed from one
 // thread and waited for, on the inline executor and on the threadpool executor with 1 and with 2 workers; and the same
 // workloads replayed (engine/graph.h): a step of the first 10^4 ops captured once, replayed until the workload's size
-// (rows "<system>-replay", with the capture's ns per op and the ratio to the pushed row of the same run, `vs_push`).
+// (rows "<system>-replay", with the capture's ns per op and the ratio to the pushed row of the same run, `vs_push`);
+// and the threadpool with work-first on (rows "depengine-work-first", 1 and 2 workers: ThreadPoolOptions::work_first,
+// the pushing thread runs what it pushed while the workers are behind), pushed only.
 //
 //   bench_engine [--runs N] [--json FILE] [--smoke]
 //   bench_engine --count WORKLOAD K     (for bench/engine/count_instructions.sh)
@@ -11,7 +13,7 @@
 // noisy or unfamiliar machine:
 //   line-transfer / pingpong   one-way transfer of a cache line between two threads (the floor of any hand-off)
 //   independent / tbb-task_group   oneTBB task_group::run of the same number of empty tasks, no dependencies
-// Each threadpool row carries `line_transfers_per_op`: (its ns/op - the inline row's for the same workload) / the
+// Each threadpool and work-first row carries `line_transfers_per_op`: (its ns/op - the inline row's for the same workload) / the
 // line-transfer row, what handing each op to a worker cost in cache-line transfers on this run's machine.
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
@@ -109,7 +111,7 @@ void add_transfers_per_op(std::vector<Record>& records) {
   };
   const double transfer_ns = find("line-transfer", "pingpong").ns_per_op;
   for (Record& r : records) {
-    if (r.system != "depengine-threadpool") continue;
+    if (r.system != "depengine-threadpool" && r.system != "depengine-work-first") continue;
     const double inline_ns = find(r.workload, "depengine-inline").ns_per_op;
     r.metrics.push_back({"line_transfers_per_op", (r.ns_per_op - inline_ns) / transfer_ns});
   }
@@ -119,7 +121,12 @@ struct System {
   std::string name;
   int threads;
   std::function<std::unique_ptr<Executor>()> make;
+  bool replay = true;  // also measure the replayed form (-replay row)
 };
+
+std::unique_ptr<Executor> work_first_pool(int workers) {
+  return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = workers, .work_first = true});
+}
 
 }  // namespace
 }  // namespace depengine::bench
@@ -134,6 +141,10 @@ int main(int argc, char** argv) try {
       {"depengine-inline", 1, [] { return std::make_unique<InlineExecutor>(); }},
       {"depengine-threadpool", 1, [] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}); }},
       {"depengine-threadpool", 2, [] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 2}); }},
+      // Work-first (ThreadPoolOptions::work_first): the pushing thread runs what it pushed while the workers are
+      // behind. A replay does not push its ops one by one, so these rows have no replayed form.
+      {"depengine-work-first", 1, [] { return work_first_pool(1); }, false},
+      {"depengine-work-first", 2, [] { return work_first_pool(2); }, false},
   };
   std::vector<Record> records;
   records.push_back(measure("line-transfer", "pingpong", 2, options.runs,
@@ -153,6 +164,7 @@ int main(int argc, char** argv) try {
       // The warm-up run fills the record pool and the variable table.
       records.push_back(measure(workload.name(), system.name, system.threads, options.runs,
                                 [&] { return run_workload(engine, workload); }));
+      if (!system.replay) continue;
       const double push_ns = records.back().ns_per_op;
       std::vector<double> capture;
       Record replay = measure(workload.name(), system.name + "-replay", system.threads, options.runs, [&] {

@@ -155,6 +155,7 @@ class EngineCore final : public ExecutorHost {
   void submit_new(OpRecord* op, const char* api);
   void grant(OpRecord* op, TaskList* ready) noexcept;
   void hand_on(OpRecord* op, TaskList* ready) noexcept;
+  [[gnu::cold]] void run_pushed(OpRecord* op) noexcept;
   void push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn);
 
   // graph_capture.cpp

@@ -7,6 +7,7 @@
 
 #include "engine/detail/engine_core.h"
 #include "engine/detail/running.h"
+#include "executors/ready_queue.h"
 
 namespace depengine::detail {
 namespace {
@@ -154,11 +155,25 @@ void EngineCore::submit_new(OpRecord* op, const char* api) {
   // Before our grant: the op cannot run (and retire) meanwhile.
   if (op->scope != nullptr) op->scope->op_pushed();
   if (op->waits_fences) arm_fence(op);
-  if (granted == static_cast<std::int32_t>(op->num_uses) && !op->waits_fences) {
-    hand_on(op, nullptr);  // granted everywhere at append: no other thread can hold the op, nor touch its counter
-  } else if (op->grant(granted + 1)) {  // the grants at append and ours
-    hand_on(op, nullptr);
+  // Granted everywhere at append, no other thread can hold the op, nor touch its counter; else the grants at append
+  // and ours go in one, and whoever gives the last hands the op on.
+  if ((granted != static_cast<std::int32_t>(op->num_uses) || op->waits_fences) && !op->grant(granted + 1)) return;
+  // Work-first (Executor::run_here): the pushing thread, outside the engine's ops, runs the op itself when its
+  // executor asks; only on engines without stream executors, whose ops never wait for device work before they run.
+  Executor* const executor = op->executor();
+  if (executor->offers_work_first() && !has_streams_ && t_running.engine == nullptr && executor->run_here(*op))
+      [[unlikely]] {
+    run_pushed(op);
+    return;
   }
+  hand_on(op, nullptr);
+}
+
+// Runs `op`, ready at its push, on the pushing thread (work-first), and submits what that makes ready.
+void EngineCore::run_pushed(OpRecord* op) noexcept {
+  TaskList ready;
+  execute(*op, -1, ready);
+  submit_in_priority_order(ready);
 }
 
 // Gives one grant to `op`; the last one hands it on.

@@ -35,6 +35,7 @@ ThreadPoolExecutor::ThreadPoolExecutor(ThreadPoolOptions options)
       spin_(options.spin),
       arena_(static_cast<int>(workers_), /*reserved_for_masters=*/0),
       slots_(std::make_unique<Slot[]>(workers_)) {
+  offers_work_first_ = options.work_first;
   // + 1: oneTBB counts the thread that starts its scheduler in the limit, and gives workers the rest.
   const std::size_t needed = static_cast<std::size_t>(workers_) + 1;
   if (tbb::global_control::active_value(tbb::global_control::max_allowed_parallelism) < needed) {
@@ -76,6 +77,13 @@ void ThreadPoolExecutor::submit(Task& task) noexcept {
     // and is the submit's half of the Dekker pair with a drainer that gives up (next_task()), with the load below.
   } while (!inbox_.compare_exchange_weak(newest, &task, std::memory_order_seq_cst, std::memory_order_relaxed));
   start_drainer_if_none_searching(counts_.load(std::memory_order_seq_cst));
+}
+
+bool ThreadPoolExecutor::run_here(const Task& task) const noexcept {
+  // relaxed, both: hints. An op still in the inbox is one no worker has taken since its submit: they are all busy, or
+  // the one woken for it is not up yet. Reading the inbox line costs the pusher nothing: its submit would write it.
+  return task.priority() >= 0 && inbox_.load(std::memory_order_relaxed) != nullptr &&
+         urgent_.load(std::memory_order_relaxed) == 0;
 }
 
 bool ThreadPoolExecutor::has_shared_work() const noexcept {

@@ -61,6 +61,14 @@ struct ThreadPoolOptions {
   int workers = 0;
   // How long an idle worker keeps looking for work before giving its thread back to oneTBB.
   std::chrono::nanoseconds spin = std::chrono::microseconds(20);
+  // Work-first: a thread pushing from outside the engine's ops runs the op it pushed itself, if that op is ready at
+  // its push, when the workers are behind (an op it submitted before still waits for one, and none of a higher
+  // priority does), as OpenMP's task creators do when their queues fill. Ops of a fast stream of pushes then cost what
+  // they cost on the inline executor instead of a hand-off each, and the pushing thread counts as one more worker
+  // (a pool of 1 worker and a pushing thread uses two cores). The pushing thread then stops pushing while the op
+  // runs, so leave it off where the pusher's pace matters more (it issues GPU work the device waits for), and never
+  // hold a lock that an op takes while pushing (a pushing thread may already run ops past max_in_flight).
+  bool work_first = false;
 };
 
 class ThreadPoolExecutor final : public Executor {
@@ -75,6 +83,7 @@ class ThreadPoolExecutor final : public Executor {
 
   void start(ExecutorHost& host) override { host_ = &host; }
   void submit(Task& task) noexcept override;
+  [[nodiscard]] bool run_here(const Task& task) const noexcept override;
   [[nodiscard]] bool try_help() noexcept override;
   void stop() noexcept override;
 

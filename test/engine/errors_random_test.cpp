@@ -213,7 +213,7 @@ class Pusher {
 TEST_CASE("random failing ops on 1-4 pushers with a WaitForAll monitor: no error is lost, no wait is misled",
           "[engine][errors][random][concurrency]") {
   const int rounds = static_cast<int>(sized(2000, 300, 300));
-  for (const auto& factory : executor_factories()) {
+  for (const auto& factory : oracle_factories()) {
     DYNAMIC_SECTION(factory.name) {
       std::size_t raised_total = 0, reported_total = 0, lost_total = 0;
       for (const std::uint64_t seed : test_seeds()) {

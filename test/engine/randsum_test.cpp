@@ -183,7 +183,7 @@ void check_workload(const std::string& config, const std::function<EngineOptions
 TEST_CASE("RandSum: results equal a serial execution, with 1, 2 and 4 pushers", "[engine][randsum]") {
   const std::size_t total_ops = sized(8000, 500, 2000);
   const auto seeds = test_seeds();
-  for (const auto& factory : executor_factories()) {
+  for (const auto& factory : oracle_factories()) {
     DYNAMIC_SECTION(factory.name) {
       for (int pushers : {1, 2, 4}) {
         for (std::uint64_t seed : seeds) {

@@ -84,6 +84,17 @@ inline ExecutorFactory threadpool_factory(int workers) {
           [workers] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = workers}); }, workers};
 }
 
+// A pool with work-first pushes (ThreadPoolOptions::work_first): a pushing thread may run what it pushed. Not in
+// executor_factories(): a push there may run its op before it returns, which tests that hold an op until the pushing
+// thread opens it cannot allow; the randomized oracles and test/engine/work_first_test.cpp run on it.
+inline ExecutorFactory work_first_factory(int workers) {
+  return {"threadpool-" + std::to_string(workers) + "-work-first",
+          [workers] {
+            return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = workers, .work_first = true});
+          },
+          workers};
+}
+
 // The stream executor over a backend of stream_test_support.h. One device: ops use the default placement (device 0),
 // so more devices would only add idle streams. Four compute streams: independent ops spread over the unused or idle
 // ones, so dependent ops on different streams make the executor issue, elide and chain device waits.
@@ -153,5 +164,13 @@ inline void check_async_refused(Engine& engine, const Var& v, const PushOptions&
 
 // The thread pools alone, for tests of behaviour only a pool has (helping, several workers).
 inline std::vector<ExecutorFactory> threadpool_factories() { return {threadpool_factory(1), threadpool_factory(2)}; }
+
+// executor_factories() and the work-first pools: for the randomized oracles, whose ops never wait for the pusher.
+inline std::vector<ExecutorFactory> oracle_factories() {
+  std::vector<ExecutorFactory> result = executor_factories();
+  result.push_back(work_first_factory(1));
+  result.push_back(work_first_factory(2));
+  return result;
+}
 
 }  // namespace depengine::test

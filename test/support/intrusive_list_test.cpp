@@ -53,3 +53,21 @@ TEST_CASE("IntrusiveList: an element moves between lists, and lists of other lin
   REQUIRE(other.pop_front() == &a);
   REQUIRE(other.empty());
 }
+
+TEST_CASE("IntrusiveList::splice_back appends a whole list in order and empties it", "[support]") {
+  Node a{1}, b{2}, c{3}, d{4};
+  List list, more, none;
+  list.push_back(&a);
+  more.push_back(&b);
+  more.push_back(&c);
+  list.splice_back(more);
+  REQUIRE(more.empty());
+  list.splice_back(none);  // an empty list changes nothing
+  list.push_back(&d);      // the tail is the spliced list's last element
+  REQUIRE(drain(list) == std::vector<int>{1, 2, 3, 4});
+  more.push_back(&b);
+  list.splice_back(more);  // into an empty list
+  REQUIRE(list.front() == &b);
+  list.push_back(&a);
+  REQUIRE(drain(list) == std::vector<int>{2, 1});
+}

@@ -1,7 +1,8 @@
 // depengine in the side-by-side comparison: the threadpool executor with 2 workers, driven exactly as bench_engine
 // drives it: bench/common/engine_run.h (fresh variables per run, every op pushed from this thread, timed from the
 // first Push to the return of WaitForAll). Also its replayed form, "depengine-replay" (engine/graph.h), phased as the
-// graph-building peers are: build (the capture of a step) and run (its replays).
+// graph-building peers are: build (the capture of a step) and run (its replays); and "depengine-work-first", a pool
+// of 1 worker with ThreadPoolOptions::work_first (an engine of its own).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -49,6 +50,21 @@ int main(int argc, char** argv) try {
          return RunTiming{t.run_ns + t.capture_ns * step / static_cast<double>(w.size()), t.capture_ns, t.run_ns};
        })) {
     records.push_back(std::move(r));
+  }
+  // Work-first pushes (ThreadPoolOptions::work_first) on 1 worker: the pushing thread runs what it pushed while the
+  // worker is behind, so the run uses two threads, as each OpenMP run does.
+  {
+    EngineOptions work_first_options;
+    work_first_options.executors.push_back(
+        std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1, .work_first = true}));
+    Engine work_first(std::move(work_first_options));
+    print_setting(system + "-work-first",
+                  "threadpool executor, workers=1, work_first (the pushing thread runs what it "
+                  "pushed while the worker is behind), pushing from the main thread");
+    for (Record& r : measure(options, workloads, system + "-work-first", kWorkers,
+                             [&](const Workload& w) { return RunTiming{run_workload(work_first, w)}; })) {
+      records.push_back(std::move(r));
+    }
   }
   report(options.common, records);
   return 0;

@@ -41,6 +41,9 @@ const std::vector<std::string> kWorkloads = {"independent", "chain", "randsum", 
 const std::vector<std::string> kPatterns = {"trivial", "no_comm", "stencil_1d", "nearest", "fft", "tree", "all_to_all"};
 const std::vector<int> kWidths = {2, 8};
 constexpr const char* kOurs = "depengine";
+// Other settings of ours that the depengine peer also measures (its own rows, never counted as peers): work-first
+// pushes on a pool of 1 worker, two threads with the pushing one, as each OpenMP run has.
+const std::vector<std::string> kOurVariants = {"depengine-work-first"};
 constexpr int kCores = 2;  // every system runs with 2 threads; the METG granularity counts 2 cores
 
 struct RunnerOptions {
@@ -199,12 +202,16 @@ std::vector<Record> run_peers(const RunnerOptions& options, Children& children, 
   }
   print_line_transfer(options);
   std::vector<Record> out = medians(samples, kCores);
-  const double worst = print_comparison(out, kWorkloads, systems, kOurs);
-  if (!options.common.smoke && systems.size() > 1 &&
-      std::find(systems.begin(), systems.end(), kOurs) != systems.end()) {
-    target_met = worst <= 0.5;
+  const bool ours_ran = std::find(systems.begin(), systems.end(), kOurs) != systems.end();
+  const std::vector<std::string> variants = ours_ran ? kOurVariants : std::vector<std::string>{};
+  const std::vector<double> worst = print_comparison(out, kWorkloads, systems, kOurs, variants);
+  if (!options.common.smoke && systems.size() > 1 && ours_ran) {
+    target_met = worst[0] <= 0.5;
     std::printf("target depengine <= 0.5 x best peer on every workload: %s (worst ratio %.2f)\n",
-                target_met ? "met" : "NOT met", worst);
+                target_met ? "met" : "NOT met", worst[0]);
+    for (std::size_t v = 0; v < variants.size(); ++v) {
+      std::printf("  %s (an option, not the default): worst ratio %.2f\n", variants[v].c_str(), worst[v + 1]);
+    }
   }
   return out;
 }

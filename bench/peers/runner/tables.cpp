@@ -24,13 +24,20 @@ void print_cell(std::optional<double> value, int width) {
 
 }  // namespace
 
-double print_comparison(const std::vector<Record>& medians, const std::vector<std::string>& workloads,
-                        const std::vector<std::string>& systems, const std::string& ours) {
+std::vector<double> print_comparison(const std::vector<Record>& medians, const std::vector<std::string>& workloads,
+                                     const std::vector<std::string>& systems, const std::string& ours,
+                                     const std::vector<std::string>& variants) {
   constexpr int kColumn = 15;
+  const auto width = [&](const std::string& header) { return std::max(kColumn, static_cast<int>(header.size())); };
+  std::vector<std::string> mine = {ours};  // ours, then its variants: the ratio columns
+  mine.insert(mine.end(), variants.begin(), variants.end());
   std::printf("\nmedian ns/op (lower is better)\n%-12s", "workload");
   for (const std::string& s : systems) std::printf(" %*s", kColumn, s.c_str());
-  std::printf(" %*s %*s\n", kColumn, "best peer", kColumn, (ours + "/best").c_str());
-  double worst = 0;
+  for (const std::string& v : variants) std::printf(" %*s", width(v), v.c_str());
+  std::printf(" %*s", kColumn, "best peer");
+  for (const std::string& m : mine) std::printf(" %*s", width(m + "/best"), (m + "/best").c_str());
+  std::printf("\n");
+  std::vector<double> worst(mine.size(), 0.0);
   for (const std::string& w : workloads) {
     std::printf("%-12s", w.c_str());
     std::optional<double> best;
@@ -43,15 +50,19 @@ double print_comparison(const std::vector<Record>& medians, const std::vector<st
         best_name = s;
       }
     }
-    const std::optional<double> mine = find(medians, w, ours);
+    for (const std::string& v : variants) print_cell(find(medians, w, v), width(v));
     std::printf(" %*s", kColumn, best_name.c_str());
-    if (mine && best) {
-      const double ratio = *mine / *best;
-      worst = std::max(worst, ratio);
-      std::printf(" %*.2f\n", kColumn, ratio);
-    } else {
-      std::printf(" %*s\n", kColumn, "-");
+    for (std::size_t m = 0; m < mine.size(); ++m) {
+      const std::optional<double> ns = find(medians, w, mine[m]);
+      if (ns && best) {
+        const double ratio = *ns / *best;
+        worst[m] = std::max(worst[m], ratio);
+        std::printf(" %*.2f", width(mine[m] + "/best"), ratio);
+      } else {
+        std::printf(" %*s", width(mine[m] + "/best"), "-");
+      }
     }
+    std::printf("\n");
   }
   bool header = false;
   std::vector<std::string> phased;  // each system, then its replayed form (a captured step replayed: engine/graph.h)

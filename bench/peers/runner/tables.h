@@ -12,11 +12,14 @@
 
 namespace depengine::bench::peers {
 
-// Prints one row per workload: each system's median ns/op (records whose system is exactly the name), the best peer
-// (the fastest system other than `ours`), and ours / best. Below, the phases of systems that report them
-// ("<system>/build", "<system>/run"). Returns the largest ratio over the workloads (0 if there is none).
-double print_comparison(const std::vector<Record>& medians, const std::vector<std::string>& workloads,
-                        const std::vector<std::string>& systems, const std::string& ours);
+// Prints one row per workload: each system's median ns/op (records whose system is exactly the name), then each of
+// `variants` (other settings of ours, never counted as peers), the best peer (the fastest system other than `ours`),
+// and ours / best, then each variant / best. Below, the phases of systems that report them ("<system>/build",
+// "<system>/run"). Returns the largest ratio over the workloads for ours, then for each variant (0 where there is
+// none).
+std::vector<double> print_comparison(const std::vector<Record>& medians, const std::vector<std::string>& workloads,
+                                     const std::vector<std::string>& systems, const std::string& ours,
+                                     const std::vector<std::string>& variants);
 
 struct MetgResult {
   std::string pattern;
