@@ -211,15 +211,25 @@ Task* ThreadPoolExecutor::steal(Slot* own, bool& more) noexcept {
 
 // The next task for a thread of the pool (`own`: its slot) or a helper (null): its own slot's oldest, unless urgent
 // tasks wait in the ready queue; else the ready queue's next; else a share of another worker's slot.
+//
+// Every kFairness-th time a worker looks, it looks at the ready queue first, so that ops pushed from outside are not
+// held back for long by a worker whose completions keep refilling its slot.
+// `more` says whether tasks remain that another thread could take: in the queue, in this slot, or in any other slot
+// (a slot's owner may be blocked in a long op, and the searcher it counted on may have just taken other work).
 Task* ThreadPoolExecutor::find(Slot* own, bool& more) noexcept {
   more = false;
   // relaxed: a hint; an urgent task submitted a moment later starts after the task taken here.
-  const bool urgent = urgent_.load(std::memory_order_relaxed) != 0;
+  bool shared_first = urgent_.load(std::memory_order_relaxed) != 0;
+  if (own != nullptr && ++own->streak >= kFairness) {
+    own->streak = 0;
+    shared_first = true;
+  }
   Task* task = nullptr;
-  if (own != nullptr && !urgent) task = pop_own(*own, more);
+  if (own != nullptr && !shared_first) task = pop_own(*own, more);
   if (task == nullptr && has_shared_work()) task = pop_shared(more);
-  if (task == nullptr && own != nullptr && urgent) task = pop_own(*own, more);
+  if (task == nullptr && own != nullptr && shared_first) task = pop_own(*own, more);
   if (task == nullptr) task = steal(own, more);
+  if (task != nullptr && !more) more = !slots_empty();
   return task;
 }
 
@@ -326,7 +336,7 @@ void ThreadPoolExecutor::drain() {
       // Still counted as running, not searching: the next task is taken at once, without touching counts_ (a
       // searcher's round trip, two read-modify-writes on a line every drainer shares, per op of a fan-out).
       bool more = false;
-      task = has_work() ? find(own, more) : nullptr;
+      task = find(own, more);  // each place it looks at is guarded by a hint read first
       // Work remains and nobody looks for it: hand the search to one more thread, as a searcher that found work would.
       // seq_cst: as every access to counts_ (see next_task()).
       if (more) start_drainer_if_none_searching(counts_.load(std::memory_order_seq_cst));

@@ -66,8 +66,9 @@ struct ThreadPoolOptions {
   // priority does), as OpenMP's task creators do when their queues fill. Ops of a fast stream of pushes then cost what
   // they cost on the inline executor instead of a hand-off each, and the pushing thread counts as one more worker
   // (a pool of 1 worker and a pushing thread uses two cores). The pushing thread then stops pushing while the op
-  // runs, so leave it off where the pusher's pace matters more (it issues GPU work the device waits for), and never
-  // hold a lock that an op takes while pushing (a pushing thread may already run ops past max_in_flight).
+  // runs, so leave it off where the pusher's pace matters more (it issues GPU work the device waits for). And an op
+  // must never wait for anything its pushing thread does after the push returns (a lock the pusher holds, a flag it
+  // sets later): the pusher may be the thread running it (as a push past max_in_flight already may).
   bool work_first = false;
 };
 
@@ -106,12 +107,15 @@ class ThreadPoolExecutor final : public Executor {
   // the slot turns empty or non-empty, so a searcher spinning on it does not pull the lock's line away per task.
   struct Slot {
     alignas(64) support::Spinlock lock;
-    TaskList tasks;         // guarded by lock
-    std::size_t count = 0;  // guarded by lock
+    TaskList tasks;            // guarded by lock
+    std::size_t count = 0;     // guarded by lock
+    std::uint32_t streak = 0;  // the owner's alone: tasks find() took since it last looked at the ready queue first
     alignas(64) std::atomic<bool> loaded{false};
   };
   // The most tasks a slot holds; a fan-out beyond it goes to the ready queue.
   static constexpr std::size_t kSlotCapacity = 256;
+  // Every how many looks for a task (find()) a worker looks at the ready queue before its own slot.
+  static constexpr std::uint32_t kFairness = 64;
 
   void drain();
   Task* next_task(Slot* own);
