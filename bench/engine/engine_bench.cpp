@@ -13,8 +13,9 @@
 // noisy or unfamiliar machine:
 //   line-transfer / pingpong   one-way transfer of a cache line between two threads (the floor of any hand-off)
 //   independent / tbb-task_group   oneTBB task_group::run of the same number of empty tasks, no dependencies
-// Each threadpool and work-first row carries `line_transfers_per_op`: (its ns/op - the inline row's for the same workload) / the
-// line-transfer row, what handing each op to a worker cost in cache-line transfers on this run's machine.
+// Each threadpool and work-first row carries `line_transfers_per_op`: (its ns/op - the inline row's for the same
+// workload) / the line-transfer row, what handing each op to a worker cost in cache-line transfers on this run's
+// machine.
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
