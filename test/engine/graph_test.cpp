@@ -135,6 +135,25 @@ void raise(std::atomic<std::size_t>& peak, std::size_t value) {
   }
 }
 
+// The replay an op runs in (RunContext::replay), as an index below `count`: none for an op outside that range (an
+// ordinary push, or a replay past the count), which is counted for the test to check (out_of_range() == 0).
+class ReplayIndex {
+ public:
+  explicit ReplayIndex(std::size_t count) : count_(count) {}
+  [[nodiscard]] std::optional<std::size_t> operator()(const RunContext& ctx) {
+    if (ctx.replay < 0 || static_cast<std::size_t>(ctx.replay) >= count_) {
+      out_of_range_.fetch_add(1);
+      return std::nullopt;
+    }
+    return static_cast<std::size_t>(ctx.replay);
+  }
+  [[nodiscard]] int out_of_range() const { return out_of_range_.load(); }
+
+ private:
+  const std::size_t count_;
+  std::atomic<int> out_of_range_{0};
+};
+
 std::vector<Var> vars_of(const std::vector<std::uint32_t>& indices, const std::vector<Var>& vars) {
   std::vector<Var> out;
   for (std::uint32_t index : indices) out.push_back(vars[index]);
@@ -714,16 +733,10 @@ TEST_CASE("an op failing in one replay skips its dependents in the graph; the ne
       const Var a = engine.NewVariable(), b = engine.NewVariable(), c = engine.NewVariable();
       const Var d = engine.NewVariable(), e = engine.NewVariable(), f = engine.NewVariable();
       constexpr std::size_t kReplays = 5;
-      std::atomic<int> ran_b{0}, ran_c{0}, ran_e{0}, ran_after{0}, out_of_range{0};
+      std::atomic<int> ran_b{0}, ran_c{0}, ran_e{0}, ran_after{0};
       std::vector<int> no_skip_saw(kReplays, -2);  // per replay: the id of the input error the no_skip op saw; 0: none
       std::vector<std::string> names(kReplays);
-      auto slot = [&](const RunContext& ctx) -> std::optional<std::size_t> {
-        if (ctx.replay < 0 || static_cast<std::size_t>(ctx.replay) >= kReplays) {
-          out_of_range.fetch_add(1);
-          return std::nullopt;
-        }
-        return static_cast<std::size_t>(ctx.replay);
-      };
+      ReplayIndex slot(kReplays);
       Graph graph = engine.Capture([&] {
         engine.Push(
             [](const RunContext& ctx) {
@@ -798,7 +811,7 @@ TEST_CASE("an op failing in one replay skips its dependents in the graph; the ne
       CHECK(ran_e.load() == 5);
       CHECK(no_skip_saw == std::vector<int>{0, 101, 0, 103, 0});
       CHECK(names == std::vector<std::string>(kReplays, "independent"));
-      CHECK(out_of_range.load() == 0);
+      CHECK(slot.out_of_range() == 0);
     }
   }
 }
@@ -861,13 +874,9 @@ TEST_CASE("Version counts every replayed mutation, exactly inside the ops", "[gr
       engine.WaitForVar(v);
       REQUIRE(engine.Version(v) == 1);
       std::vector<std::uint64_t> seen(kReplays * kOps, 0);  // per replay and op, written by that op
-      std::atomic<int> out_of_range{0};
+      ReplayIndex slot(kReplays);
       auto record = [&](const RunContext& ctx, std::size_t op) {
-        if (ctx.replay < 0 || static_cast<std::size_t>(ctx.replay) >= kReplays) {
-          out_of_range.fetch_add(1);
-          return;
-        }
-        seen[static_cast<std::size_t>(ctx.replay) * kOps + op] = engine.Version(v);
+        if (const auto k = slot(ctx)) seen[*k * kOps + op] = engine.Version(v);
       };
       Graph graph = engine.Capture([&] {
         engine.Push([&](const RunContext& ctx) { record(ctx, 0); }, {}, {v});       // mutation 1
@@ -886,7 +895,7 @@ TEST_CASE("Version counts every replayed mutation, exactly inside the ops", "[gr
         expected.insert(expected.end(), {1 + 3 * k, 2 + 3 * k, 2 + 3 * k, 3 + 3 * k, 4 + 3 * k});
       }
       CHECK(seen == expected);
-      CHECK(out_of_range.load() == 0);
+      CHECK(slot.out_of_range() == 0);
       engine.Push([] {}, {}, {v});
       engine.WaitForVar(v);
       CHECK(engine.Version(v) == 2 + 3 * kReplays);
@@ -915,14 +924,7 @@ TEST_CASE("an op with many predecessors in a graph starts after every one of the
         std::vector<std::atomic<std::size_t>> reads(kReplays);  // per replay: readers of x that saw it right
         std::vector<std::size_t> reads_seen(kReplays, 0);       // per replay: what the writer after them counted
         std::vector<std::size_t> sources_right(kReplays, 0);    // per replay: sources the fan-in reader saw right
-        std::atomic<int> out_of_range{0};
-        auto replay_of = [&](const RunContext& ctx) -> std::optional<std::size_t> {
-          if (ctx.replay < 0 || static_cast<std::size_t>(ctx.replay) >= kReplays) {
-            out_of_range.fetch_add(1);
-            return std::nullopt;
-          }
-          return static_cast<std::size_t>(ctx.replay);
-        };
+        ReplayIndex replay_of(kReplays);
         Graph graph = engine.Capture([&] {
           engine.Push(
               [&](const RunContext& ctx) {
@@ -959,7 +961,7 @@ TEST_CASE("an op with many predecessors in a graph starts after every one of the
         });
         for (std::size_t k = 0; k < kReplays; ++k) engine.Replay(graph);
         engine.WaitForAll();
-        CHECK(out_of_range.load() == 0);
+        CHECK(replay_of.out_of_range() == 0);
         CHECK(reads_seen == std::vector<std::size_t>(kReplays, readers));
         CHECK(sources_right == std::vector<std::size_t>(kReplays, kSources));
       }
