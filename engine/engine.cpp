@@ -22,7 +22,7 @@ void Engine::delete_variable(Var var, detail::OpFunction deleter, const PushOpti
 }
 
 void Engine::begin_capture() { core_->begin_capture(); }
-void Engine::abandon_capture() noexcept { detail::EngineCore::abandon_capture(); }
+void Engine::abandon_capture() noexcept { core_->abandon_capture(); }
 Graph Engine::end_capture() { return core_->end_capture(); }
 void Engine::Replay(const Graph& graph) { core_->replay(graph); }
 bool Engine::Capturing() const noexcept { return core_->capturing(); }

@@ -182,11 +182,13 @@ class Engine {
   // Runs `body` on the calling thread and captures the ops it pushes (Push, PushAsync) into a Graph, without running
   // them: see graph.h. Pushes from other threads, and pushes made by ops that run meanwhile, are not captured. Inside
   // the body a push checks its arguments as usual; a push the graph cannot hold throws Error (capturing nothing for
-  // it): DeleteVariable, an op with wait or signal fences (a fence value cannot repeat), and on an engine with a stream
+  // it): DeleteVariable of a variable made before the capture (one made inside it is the graph's: graph.h, "Variables
+  // of a graph"), an op with wait or signal fences (a fence value cannot repeat), and on an engine with a stream
   // executor (whose graphs hold stream ops of one executor and device: graph.h) a CPU op, an op with a CancelScope or
   // one of another device; so do waits, StopTrace, Replay and a nested Capture. If the body throws, nothing is
-  // captured and the exception propagates. Throws Error when called from inside a running op, and for a graph of CPU
-  // ops of more than EngineOptions::max_in_flight ops (no replay of it could be admitted).
+  // captured, the variables it made and deleted are deleted for real, and the exception propagates. Throws Error when
+  // called from inside a running op, and for a graph of CPU ops of more than EngineOptions::max_in_flight ops (no
+  // replay of it could be admitted).
   template <class F>
   [[nodiscard]] Graph Capture(F&& body) {
     begin_capture();

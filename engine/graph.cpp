@@ -1,9 +1,27 @@
 #include "engine/graph.h"
 
+#include "engine/detail/graph_lifetime.h"
 #include "engine/detail/graph_plan.h"
 #include "engine/detail/stream_graph.h"
 
 namespace depengine {
+
+Graph::Graph(std::shared_ptr<detail::GraphPlan> plan, std::shared_ptr<detail::StreamGraph> streams,
+             std::unique_ptr<detail::GraphLifetime> lifetime) noexcept
+    : plan_(std::move(plan)), streams_(std::move(streams)), lifetime_(std::move(lifetime)) {}
+
+Graph::Graph() noexcept = default;
+Graph::Graph(Graph&&) noexcept = default;
+
+Graph& Graph::operator=(Graph&& other) noexcept {
+  if (this != &other) {
+    lifetime_.reset();  // while this graph's plan is alive (graph_lifetime.h)
+    plan_ = std::move(other.plan_);
+    streams_ = std::move(other.streams_);
+    lifetime_ = std::move(other.lifetime_);
+  }
+  return *this;
+}
 
 Graph::~Graph() = default;
 

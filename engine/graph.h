@@ -30,9 +30,22 @@
 // replay counts one op in flight, and takes its RunContext::replay number when it is issued (one skipped whole takes
 // none).
 //
+// Variables of a graph. A variable made inside the capture (NewVariable in the body) is a variable like any other,
+// which every replay uses: the captured functions hold its handle, so they name the same variable each time. One that
+// the body also deletes (DeleteVariable in the body) belongs to the graph, like a step's temporary: each replay ends
+// it where the deletion was captured, clearing the error the replay left on it (the next replay starts with a clean
+// variable, as a pushed step would with a new one), and its deleter runs once, when the Graph is destroyed, as the
+// variable's real deletion, ordered after every replay. Every handle to it is dead from the captured deletion on,
+// outside the graph as inside it. So the objects the captured functions hold (made once, at capture) are released
+// once, after the last replay: Buffers allocated and freed inside a capture keep their blocks from the first replay
+// to the graph's end, and later replays do no pool work (memory/buffers/buffer.h). Deleting a variable made before
+// the capture inside it is an Error (every replay would delete it again).
+//
 // A Graph is a move-only handle. It belongs to the engine that captured it and names that engine's variables; it may
 // be destroyed while replays of it are in flight (they keep what they need). Replaying it after a variable it names
-// was deleted is an Error.
+// was deleted is an Error. Destroy it before its engine, or the variables it owns die with the engine and their
+// deleters never run (as for any variable not deleted before ~Engine); the engine's destruction then destroys the
+// graph's functions before it stops its executors.
 //
 // Thread safety: Replay(graph) from any thread, concurrently, even of the same graph. Cost: see Engine::Replay.
 #pragma once
@@ -46,14 +59,15 @@ namespace depengine {
 namespace detail {
 class GraphPlan;
 class StreamGraph;
+class GraphLifetime;
 class EngineCore;
 }  // namespace detail
 
 class Graph {
  public:
-  Graph() = default;  // an empty graph: replaying it is an Error
-  Graph(Graph&&) noexcept = default;
-  Graph& operator=(Graph&&) noexcept = default;
+  Graph() noexcept;  // an empty graph: replaying it is an Error
+  Graph(Graph&&) noexcept;
+  Graph& operator=(Graph&&) noexcept;  // deletes the variables this graph owned first
   Graph(const Graph&) = delete;
   Graph& operator=(const Graph&) = delete;
   ~Graph();
@@ -64,11 +78,12 @@ class Graph {
 
  private:
   friend class detail::EngineCore;
-  explicit Graph(std::shared_ptr<detail::GraphPlan> plan) noexcept : plan_(std::move(plan)) {}
-  explicit Graph(std::shared_ptr<detail::StreamGraph> streams) noexcept : streams_(std::move(streams)) {}
+  Graph(std::shared_ptr<detail::GraphPlan> plan, std::shared_ptr<detail::StreamGraph> streams,
+        std::unique_ptr<detail::GraphLifetime> lifetime) noexcept;
 
-  std::shared_ptr<detail::GraphPlan> plan_;       // a graph of CPU ops
-  std::shared_ptr<detail::StreamGraph> streams_;  // or a graph of stream ops (at most one of the two is set)
+  std::shared_ptr<detail::GraphPlan> plan_;          // a graph of CPU ops
+  std::shared_ptr<detail::StreamGraph> streams_;     // or a graph of stream ops (at most one of the two is set)
+  std::unique_ptr<detail::GraphLifetime> lifetime_;  // last: destroyed first, while plan_ and streams_ are alive
 };
 
 }  // namespace depengine

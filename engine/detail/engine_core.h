@@ -14,6 +14,7 @@
 //   fences.cpp            timeline fences: arm the waits, promise at issue, raise or fail at completion
 //   waits.cpp             WaitForVar, WaitForAll, WaitForFence, StopTrace
 //   graph_plan.h, graph_capture.cpp, replay.cpp  Capture and Replay: a step planned once, replayed through joins
+//   graph_lifetime.{h,cpp}  what ends with a Graph: the variables it owns, its functions at the engine's shutdown
 //   stream_graph.{h,cpp}  a captured graph of stream ops, replayed as one stream op (recorded once on CUDA and HIP)
 //   error_log.{h,cpp}     which errors no wait reported yet, and the error sink
 //   in_flight_report.{h,cpp}  what the ops in flight wait for, and wait cycles (Engine::InFlightReport)
@@ -75,7 +76,12 @@ class EngineCore final : public ExecutorHost {
   EngineCore& operator=(const EngineCore&) = delete;
   ~EngineCore();
 
-  Var new_variable() { return vars_.make(); }
+  Var new_variable() {
+    Var var = vars_.make();
+    if (t_running.capturing == this) [[unlikely]]
+      note_made(var);
+    return var;
+  }
   [[nodiscard]] std::uint64_t version(Var var) const { return vars_.checked(var, "Version")->version(); }
   [[nodiscard]] Executor& executor_at(std::uint32_t index) const;
   // The index in EngineOptions::executors of one of the engine's executors.
@@ -94,10 +100,12 @@ class EngineCore final : public ExecutorHost {
   void push(OpRecord* op, VarList reads, VarList mutates);
   static void abandon(OpRecord* op) noexcept { op->recycle(); }
   void delete_variable(Var var, OpFunction deleter, const PushOptions& options);
+  // The real deletion of a variable a graph owned (graph_lifetime.h), with its captured deleter.
+  void delete_owned(OwnedVar& owned);
 
   // graph_capture.cpp (Engine::Capture): capture() takes a push made inside a capture instead of publishing it.
   void begin_capture();
-  static void abandon_capture() noexcept;
+  void abandon_capture() noexcept;
   [[nodiscard]] Graph end_capture();
   [[nodiscard]] bool capturing() const noexcept { return t_running.capturing == this; }
   // replay.cpp (Engine::Replay).
@@ -157,9 +165,12 @@ class EngineCore final : public ExecutorHost {
   void hand_on(OpRecord* op, TaskList* ready) noexcept;
   [[gnu::cold]] void run_pushed(OpRecord* op) noexcept;
   void push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn);
+  void push_deletion(VarState* var, std::uint32_t generation, OpFunction deleter, const PushOptions& options);
 
   // graph_capture.cpp
   void capture(OpRecord* op);
+  void note_made(const Var& var);
+  void capture_deletion(Var var, OpFunction deleter, const PushOptions& options);
   [[nodiscard]] const char* refuse_in_stream_graph(const OpRecord* op, const CapturedOp* first) const noexcept;
 
   // stream_graph.cpp: a graph of stream ops replayed as one stream op (stream_graph.h).

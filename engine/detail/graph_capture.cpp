@@ -1,10 +1,13 @@
 // Capture: the pushes of a capturing thread recorded instead of published, and the plan made of them (graph_plan.h).
 #include <algorithm>
+#include <cstdio>
+#include <memory>
 #include <string>
 #include <unordered_map>
 #include <utility>
 
 #include "engine/detail/engine_core.h"
+#include "engine/detail/graph_lifetime.h"
 #include "engine/detail/graph_plan.h"
 #include "engine/detail/running.h"
 #include "engine/detail/stream_graph.h"
@@ -81,7 +84,7 @@ GraphPlan::GraphPlan(std::uint32_t engine_id, std::vector<CapturedOp> captured) 
         walk.last_writer = i;
         walk.last_writer_use = static_cast<std::int64_t>(uses_.size());
       }
-      uses_.push_back(Use{use.var, use.tag, use.access, use.access == Access::kWrite});
+      uses_.push_back(Use{use.var, use.tag, use.access, use.access == Access::kWrite, from.ends_var});
     }
     op.uses.end = static_cast<std::uint32_t>(uses_.size());
     if (op.wait == 0) roots_.push_back(i);
@@ -157,6 +160,10 @@ GraphPlan::GraphPlan(std::uint32_t engine_id, std::vector<CapturedOp> captured) 
 
 GraphPlan::~GraphPlan() = default;
 
+void GraphPlan::drop_functions() noexcept {
+  for (Op& op : ops_) op.fn.reset();
+}
+
 GraphInstance* GraphPlan::take() {
   std::lock_guard lock(pool_mutex_);
   if (free_.empty()) {
@@ -204,31 +211,91 @@ void EngineCore::begin_capture() {
     throw Error(
         "Capture: called from inside a running op of this engine; capture from the thread that pushes the step");
   }
-  t_running.captured = new std::vector<CapturedOp>();
+  t_running.capture = new CaptureState();
   t_running.capturing = this;
 }
 
+// The body threw: nothing is captured, and the variables it deleted are deleted for real (their handles are dead).
 void EngineCore::abandon_capture() noexcept {
-  delete t_running.captured;
+  const std::unique_ptr<CaptureState> state(t_running.capture);
   t_running.capturing = nullptr;
-  t_running.captured = nullptr;
+  t_running.capture = nullptr;
+  for (OwnedVar& owned : state->owned) {
+    try {
+      delete_owned(owned);
+    } catch (const std::exception& e) {  // out of memory, or the engine is being destroyed: the variable stays unused
+      std::fprintf(stderr, "depengine: Capture: the deletion of a variable the body deleted failed: %s\n", e.what());
+    }
+  }
 }
 
 Graph EngineCore::end_capture() {
-  std::unique_ptr<std::vector<CapturedOp>> ops(t_running.captured);
+  std::unique_ptr<CaptureState> state(t_running.capture);
   t_running.capturing = nullptr;
-  t_running.captured = nullptr;
-  if (!has_streams_ && ops->size() > in_flight_.max()) {
-    throw Error("Capture: the graph has " + std::to_string(ops->size()) +
+  t_running.capture = nullptr;
+  std::vector<CapturedOp>& ops = state->ops;
+  // Uses captured before a variable's deletion carry the generation it killed: they name the graph's variable now.
+  if (!state->owned.empty()) {
+    std::unordered_map<const VarState*, std::uint32_t> tag_of;
+    for (const OwnedVar& owned : state->owned) tag_of.emplace(owned.var, owned.tag);
+    for (CapturedOp& op : ops) {
+      for (CapturedOp::Use& use : op.uses) {
+        if (const auto it = tag_of.find(use.var); it != tag_of.end()) use.tag = it->second;
+      }
+    }
+  }
+  // Deletes the owned variables (graph_lifetime.h) if the graph is refused below.
+  auto lifetime = std::make_unique<GraphLifetime>(*this, std::move(state->owned));
+  if (!has_streams_ && ops.size() > in_flight_.max()) {
+    throw Error("Capture: the graph has " + std::to_string(ops.size()) +
                 " ops, more than EngineOptions::max_in_flight (" + std::to_string(in_flight_.max()) +
                 "), so no replay of it could be admitted; raise the bound or capture a smaller step");
   }
-  if (ops->empty()) return Graph();
+  if (ops.empty()) return Graph();
   if (has_streams_) {
-    const std::uint32_t executor = executor_index(ops->front().executor);
-    return Graph(std::make_shared<StreamGraph>(vars_.engine_id(), executor, std::move(*ops)));
+    const std::uint32_t executor = executor_index(ops.front().executor);
+    auto streams = std::make_shared<StreamGraph>(vars_.engine_id(), executor, std::move(ops));
+    lifetime->hold(nullptr, streams.get());
+    return Graph(nullptr, std::move(streams), std::move(lifetime));
   }
-  return Graph(std::make_shared<GraphPlan>(vars_.engine_id(), std::move(*ops)));
+  auto plan = std::make_shared<GraphPlan>(vars_.engine_id(), std::move(ops));
+  lifetime->hold(plan.get(), nullptr);
+  return Graph(std::move(plan), nullptr, std::move(lifetime));
+}
+
+// NewVariable on the capturing thread: a variable the body may delete (graph.h, "Variables of a graph").
+void EngineCore::note_made(const Var& var) { t_running.capture->made.insert(var.state_); }
+
+// DeleteVariable inside a capture: the end of a variable made in it, captured as an op whose one use clears the
+// variable's error at each replay; the deleter waits for the graph's end (graph_lifetime.h). Every handle to the
+// variable dies now, as at a pushed deletion.
+void EngineCore::capture_deletion(Var var, OpFunction deleter, const PushOptions& options) {
+  VarState* state = vars_.checked(var, "DeleteVariable");
+  CaptureState& recorded = *t_running.capture;
+  if (!recorded.made.contains(state)) {
+    throw Error(
+        "DeleteVariable inside Capture: the variable was made before the capture, and every replay would delete it "
+        "again; delete it after the replays that use it (a capture may delete only the variables made in it)");
+  }
+  OpRecord* op = make_record(options, false);
+  op->no_skip = true;
+  op->deletes_var = true;  // tells capture() that this is a variable's end
+  op->reserve_uses(1);
+  op->uses[0] = VarUse{state, op, nullptr, Access::kWrite, var.generation_};
+  op->num_uses = 1;
+  op->fn = OpFunction::make<false>([] {});
+  capture(op);  // recycles the record; throws if the graph cannot hold the op
+  OwnedVar owned{state, 0, std::move(deleter), PushOptions{}};
+  owned.options.context = options.context;
+  owned.options.priority = options.priority;
+  owned.options.name = options.name;
+  recorded.owned.reserve(recorded.owned.size() + 1);  // nothing throws once the handles are dead
+  state->lock();
+  // relaxed: under the lock, as publish() moves a deleted variable's generation on.
+  owned.tag = state->generation.load(std::memory_order_relaxed) + 1;
+  state->generation.store(owned.tag, std::memory_order_relaxed);
+  state->unlock();
+  recorded.owned.push_back(std::move(owned));
 }
 
 // On an engine with a stream executor a graph holds stream ops of one executor, device and stream kind, replayed as
@@ -259,7 +326,8 @@ void EngineCore::capture(OpRecord* op) {
         " inside Capture: an op with wait or signal fences cannot be captured (a fence value cannot repeat); wait for "
         "or signal the fence from an op pushed outside the capture";
   } else if (has_streams_) {
-    refusal = refuse_in_stream_graph(op, t_running.captured->empty() ? nullptr : &t_running.captured->front());
+    const std::vector<CapturedOp>& ops = t_running.capture->ops;
+    refusal = refuse_in_stream_graph(op, ops.empty() ? nullptr : &ops.front());
   }
   CapturedOp captured;
   captured.scope = ScopeHold(op->scope);
@@ -270,6 +338,7 @@ void EngineCore::capture(OpRecord* op) {
   captured.device = op->device();
   captured.stream_kind = op->stream_kind();
   captured.stream = op->stream();
+  captured.ends_var = op->deletes_var;
   try {
     if (op->named) {
       captured.name = op->name;
@@ -286,15 +355,15 @@ void EngineCore::capture(OpRecord* op) {
     }
     if (refusal == nullptr) {
       captured.fn = std::move(op->fn);
-      t_running.captured->push_back(std::move(captured));
+      t_running.capture->ops.push_back(std::move(captured));
     }
   } catch (...) {  // out of memory
     op->recycle();
     throw;
   }
-  const bool async = op->async;
+  const char* api = op->deletes_var ? "DeleteVariable" : op->async ? "PushAsync" : "Push";
   op->recycle();
-  if (refusal != nullptr) throw Error(std::string(async ? "PushAsync" : "Push") + refusal);
+  if (refusal != nullptr) throw Error(std::string(api) + refusal);
 }
 
 }  // namespace depengine::detail

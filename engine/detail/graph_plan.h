@@ -56,6 +56,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -63,6 +64,7 @@
 #include "engine/detail/op_function.h"
 #include "engine/detail/var_table.h"
 #include "engine/op_name.h"
+#include "engine/push_options.h"
 #include "engine/var_queue/op_node.h"
 #include "executors/executor.h"
 
@@ -150,6 +152,25 @@ struct CapturedOp {
   std::uint32_t device = 0;
   StreamKind stream_kind = StreamKind::kCompute;
   std::int32_t stream = -1;
+  // The captured deletion of a variable made in the capture (graph.h, "Variables of a graph"): at each replay, the
+  // step's end of that variable, its one use, which clears the variable's error; its deleter waits for the graph's end.
+  bool ends_var = false;
+};
+
+// A variable made inside a capture and deleted in it: the graph's, deleted for real (running `deleter`) when the graph
+// is destroyed.
+struct OwnedVar {
+  VarState* var = nullptr;
+  std::uint32_t tag = 0;  // its generation since the captured deletion, which killed every handle made before
+  OpFunction deleter;
+  PushOptions options;  // the deletion's placement, priority and name (no scope, no fences)
+};
+
+// What a capturing thread has recorded so far (running.h, Running::capture).
+struct CaptureState {
+  std::vector<CapturedOp> ops;
+  std::unordered_set<const VarState*> made;  // the variables made on the capturing thread during the capture
+  std::vector<OwnedVar> owned;               // those of them deleted in it
 };
 
 class GraphPlan {
@@ -180,6 +201,7 @@ class GraphPlan {
     std::uint32_t tag = 0;  // the handle's generation
     Access access = Access::kRead;
     bool counts_version = false;  // a mutation whose completion counts the version itself (not a middle join's last)
+    bool clears = false;          // a graph variable's end (CapturedOp::ends_var): completing it clears its error
   };
   // See Fan-ins above: an op with more than kRelayAbove predecessors takes runs of kRelayMin to kRelayGroup of them
   // through relays.
@@ -237,6 +259,9 @@ class GraphPlan {
   [[nodiscard]] GraphInstance* take();
   // Returns an instance whose every op has retired. Any thread.
   void give_back(GraphInstance* instance) noexcept;
+  // Destroys the ops' functions (and what they hold), with no replay in flight: the engine is being destroyed
+  // (graph_lifetime.h).
+  void drop_functions() noexcept;
 
  private:
   const std::uint32_t engine_id_;

@@ -209,17 +209,24 @@ void EngineCore::push(OpRecord* op, VarList reads, VarList mutates) {
 }
 
 void EngineCore::delete_variable(Var var, OpFunction deleter, const PushOptions& options) {
-  if (t_running.capturing == this) {
-    throw Error(
-        "DeleteVariable inside Capture: deletions cannot be captured yet; delete the variable after the "
-        "replays that use it");
+  if (t_running.capturing == this) [[unlikely]] {
+    capture_deletion(var, std::move(deleter), options);
+    return;
   }
-  VarState* state = vars_.checked(var, "DeleteVariable");
+  push_deletion(vars_.checked(var, "DeleteVariable"), var.generation_, std::move(deleter), options);
+}
+
+void EngineCore::delete_owned(OwnedVar& owned) {
+  push_deletion(owned.var, owned.tag, std::move(owned.deleter), owned.options);
+}
+
+void EngineCore::push_deletion(VarState* var, std::uint32_t generation, OpFunction deleter,
+                               const PushOptions& options) {
   OpRecord* op = make_record(options, false);
   op->no_skip = true;  // the deleter runs whatever error the variable carries
   op->deletes_var = true;
   op->reserve_uses(1);
-  op->uses[0] = VarUse{state, op, nullptr, Access::kWrite, var.generation_};
+  op->uses[0] = VarUse{var, op, nullptr, Access::kWrite, generation};
   op->num_uses = 1;
   op->fn = std::move(deleter);
   submit_new(op, "DeleteVariable");

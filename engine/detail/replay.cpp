@@ -221,6 +221,10 @@ void EngineCore::complete_replayed(GraphOp* op, const GraphPlan::Op& planned, co
   const GraphPlan::Use* uses = plan.uses(planned);
   for (std::uint32_t i = 0; i < planned.uses.end - planned.uses.begin; ++i) {
     if (uses[i].access != Access::kWrite) continue;
+    if (uses[i].clears) [[unlikely]] {  // a graph variable's end: the next replay finds it clean (graph.h)
+      uses[i].var->error = nullptr;
+      continue;
+    }
     if (error != nullptr && uses[i].var->error == nullptr) {
       uses[i].var->error = error;
       errors_.poison(vars_.handle(uses[i].var, uses[i].tag), error, instance->owner);

@@ -13,14 +13,13 @@
 
 #include <atomic>
 #include <cstdint>
-#include <vector>
 
 #include "executors/executor.h"
 
 namespace depengine::detail {
 
 class EngineCore;
-struct CapturedOp;
+struct CaptureState;
 
 struct Running {
   EngineCore* engine = nullptr;  // null: no op of any engine is running on this thread
@@ -28,10 +27,10 @@ struct Running {
   // The owner of the ops this thread pushes: the running op's; outside ops, the thread's own token (unique to the
   // thread for the process's lifetime), or 0 until current_owner() first gives it one.
   std::uint64_t owner = 0;
-  // The engine this thread is capturing for (Engine::Capture) and the pushes captured so far; null when it is not, and
+  // The engine this thread is capturing for (Engine::Capture) and what it captured so far; null when it is not, and
   // always inside an op (an op that runs on the capturing thread, made ready by the body, pushes for real).
   EngineCore* capturing = nullptr;
-  std::vector<CapturedOp>* captured = nullptr;
+  CaptureState* capture = nullptr;
 };
 
 inline thread_local Running t_running;

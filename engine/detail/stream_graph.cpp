@@ -26,6 +26,7 @@ StreamGraph::StreamGraph(std::uint32_t engine_id, std::uint32_t executor_index, 
     step.no_skip = op.no_skip;
     step.named = op.named;
     step.name = std::move(op.name);
+    step.ends_var = op.ends_var;
     step.uses_begin = static_cast<std::uint32_t>(step_uses_.size());
     for (const CapturedOp::Use& use : op.uses) {
       step_uses_.push_back(Use{use.var, use.tag, use.access});
@@ -45,6 +46,17 @@ StreamGraph::StreamGraph(std::uint32_t engine_id, std::uint32_t executor_index, 
     }
   }
   for (Use& use : uses_) use.extra_mutations = use.extra_mutations > 0 ? use.extra_mutations - 1 : 0;
+}
+
+void StreamGraph::drop_functions() noexcept {
+  for (Step& step : steps_) step.fn.reset();
+  recorded_.reset();
+}
+
+void StreamGraph::clear_ended() const noexcept {
+  for (const Step& step : steps_) {
+    if (step.ends_var) step_uses(step)->var->error = nullptr;
+  }
 }
 
 void StreamGraph::count_extra_mutations() const noexcept {
@@ -111,13 +123,15 @@ void EngineCore::run_stream_graph(StreamGraph& graph, const RunContext& outer, s
   };
   if (outer.executor->records_work()) {
     // The recorded work runs whole: an input error skips all of it.
-    for (const StreamGraph::Use& use : graph.uses()) {
-      if (use.var->error == nullptr) continue;
-      poison_writes(graph.uses().data(), graph.uses().size(), use.var->error);
-      return;
+    const auto failed = std::find_if(graph.uses().begin(), graph.uses().end(),
+                                     [](const StreamGraph::Use& use) { return use.var->error != nullptr; });
+    if (failed != graph.uses().end()) {
+      poison_writes(graph.uses().data(), graph.uses().size(), failed->var->error);
+    } else {
+      Recording recording{&graph, &ctx};
+      outer.executor->replay_recorded(*outer.stream, graph.recorded(), &Recording::enqueue, &recording);
     }
-    Recording recording{&graph, &ctx};
-    outer.executor->replay_recorded(*outer.stream, graph.recorded(), &Recording::enqueue, &recording);
+    graph.clear_ended();  // the graph's variables end clean, as after the steps below
     return;
   }
   for (StreamGraph::Step& step : graph.steps()) {
@@ -141,6 +155,7 @@ void EngineCore::run_stream_graph(StreamGraph& graph, const RunContext& outer, s
       }
     }
     if (error != nullptr) poison_writes(uses, count, error);
+    if (step.ends_var) uses->var->error = nullptr;  // a graph variable's end: the next replay finds it clean (graph.h)
   }
 }
 

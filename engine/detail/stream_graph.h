@@ -50,6 +50,7 @@ class StreamGraph {
     OpName name;
     std::uint32_t uses_begin = 0;  // [uses_begin, uses_end) of step_uses()
     std::uint32_t uses_end = 0;
+    bool ends_var = false;  // CapturedOp::ends_var: its one variable's error is cleared once the replay has run
     [[nodiscard]] std::string_view name_view() const noexcept { return named ? name.view() : std::string_view{}; }
   };
 
@@ -66,6 +67,8 @@ class StreamGraph {
   [[nodiscard]] const std::vector<Use>& uses() const noexcept { return uses_; }
   [[nodiscard]] std::vector<Step>& steps() noexcept { return steps_; }
   [[nodiscard]] const Use* step_uses(const Step& step) const noexcept { return step_uses_.data() + step.uses_begin; }
+  // Clears the error of each variable a step ends (Step::ends_var), once a recorded replay has run or been skipped.
+  void clear_ended() const noexcept;
   // Counts, on every variable the steps mutate, the mutations beyond the one the replay's own completion counts. Call
   // once per replay, run or skipped, while the replay's op holds its variables (before it completes).
   void count_extra_mutations() const noexcept;
@@ -74,6 +77,9 @@ class StreamGraph {
     // relaxed: a count; replays are issued one at a time by the executor's issuing thread.
     return replays_.fetch_add(1, std::memory_order_relaxed);
   }
+  // Destroys the steps' functions and the recorded work, with no replay in flight: the engine is being destroyed
+  // (graph_lifetime.h).
+  void drop_functions() noexcept;
   // The work recorded by the first replay on an executor that records work; null until then.
   [[nodiscard]] std::unique_ptr<RecordedOps>& recorded() noexcept { return recorded_; }
 
