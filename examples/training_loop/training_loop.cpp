@@ -12,13 +12,13 @@
 //   training_loop [--device cpu|streams|cuda] [--epochs N] [--batch N] [--rows N] [--workers N] [--trace FILE]
 //                 [--replay] [--check]
 //
-// --replay trains twice from the same initial weights: first as above, then with one step captured (engine/graph.h,
-// on buffers allocated once) and replayed steps times per epoch, each replay reading its batch through
-// RunContext::replay. It prints the time per step of both and checks that every epoch's loss and accuracy are
-// bitwise the same (they must be: the same kernels on the same data in an order the variables fix). On streams and
-// cuda the step is a graph of stream ops, replayed as one stream op; on cuda it is recorded into a CUDA graph by its
-// first replay and relaunched by the others, so there the batch's upload is pushed before each replay instead of
-// captured (see train()).
+// --replay trains twice from the same initial weights: first as above, then with one step captured as it is pushed
+// (engine/graph.h: its buffers allocated and freed inside the capture, so planned once) and replayed steps times per
+// epoch, each replay reading its batch through RunContext::replay. It prints the time per step of both and checks that
+// every epoch's loss and accuracy are bitwise the same (they must be: the same kernels on the same data in an order the
+// variables fix). On streams and cuda the step is a graph of stream ops, replayed as one stream op; on cuda it is
+// recorded into a CUDA graph by its first replay and relaunched by the others, so there the batch's upload is pushed
+// before each replay instead of captured (see train()).
 //
 // --device cpu (default) runs the ops on a oneTBB thread pool; streams on simulated device streams (the host stream
 // backend: CPU threads that behave like CUDA streams); cuda on the GPU's streams, when there is one. --trace writes a
@@ -229,25 +229,28 @@ Run train(const Options& options, bool replay) {
   std::vector<float> host_stats[2] = {std::vector<float>(static_cast<std::size_t>(2 * steps)),
                                       std::vector<float>(static_cast<std::size_t>(2 * steps))};
   const Var downloaded[2] = {engine.NewVariable(), engine.NewVariable()};
-  // Replayed: one set of step buffers and one statistics buffer, allocated once; the step captured on them. On CUDA a
-  // replay launches the work its first replay recorded, so what differs from step to step stays outside the graph:
-  // the batch's upload is pushed before each replay, and the step's two statistics, which the graph's loss writes to
-  // a scratch buffer, are copied to the step's place after it. Elsewhere the whole step is captured, and each replay
-  // reads its batch and writes its statistics through RunContext::replay.
+  // Replayed: the step captured as a pushed step is, its buffers allocated and freed inside the capture (the graph's:
+  // planned once, one block each for every replay), each replay reading its batch and writing its statistics through
+  // RunContext::replay into one statistics buffer allocated once. On CUDA a replay launches the work its first replay
+  // recorded, so what differs from step to step stays outside the graph: the step buffers are allocated once, outside,
+  // the batch's upload is pushed before each replay, and the step's two statistics, which the graph's loss writes to a
+  // scratch buffer, are copied to the step's place after it.
   const bool recorded = replay && options.device == "cuda";
   std::unique_ptr<StepBuffers> replayed;
   Buffer replayed_stats, scratch_stats;
   depengine::Graph step_graph;
   if (replay) {
-    replayed = std::make_unique<StepBuffers>(device, batch, data.features, model.layers);
     replayed_stats = depengine::examples::allocate_floats(device, static_cast<std::size_t>(2 * steps));
     if (recorded) {
+      replayed = std::make_unique<StepBuffers>(device, batch, data.features, model.layers);
       scratch_stats = depengine::examples::allocate_floats(device, 2);
       step_graph = engine.Capture([&] { push_compute(device, model, *replayed, scratch_stats, 0, batch); });
     } else {
       step_graph = engine.Capture([&] {
-        push_step(device, model, data, *replayed, replayed_stats,
+        StepBuffers b(device, batch, data.features, model.layers);
+        push_step(device, model, data, b, replayed_stats,
                   depengine::examples::StepSlot::replayed(static_cast<std::size_t>(steps)), batch);
+        b.free(buffers);
       });
     }
   }
@@ -306,9 +309,12 @@ Run train(const Options& options, bool replay) {
                 static_cast<unsigned long long>(streams.host_synchronizations));
   }
   if (replay) {
-    replayed->free(buffers);
+    step_graph = depengine::Graph();  // frees the buffers it planned
     buffers.deallocate(replayed_stats);
-    if (recorded) buffers.deallocate(scratch_stats);
+    if (recorded) {
+      replayed->free(buffers);
+      buffers.deallocate(scratch_stats);
+    }
   }
   model.free(buffers);
   engine.WaitForAll();

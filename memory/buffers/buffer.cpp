@@ -98,9 +98,10 @@ Buffers::~Buffers() {
   wait_for_ops();
 }
 
-Buffers::OpToken::OpToken(Buffers& owner) noexcept : owner_(&owner) {
-  std::lock_guard lock(owner.ops_mutex_);
-  ++owner.ops_;
+Buffers::OpToken::OpToken(Buffers* owner) noexcept : owner_(owner) {
+  if (owner_ == nullptr) return;
+  std::lock_guard lock(owner_->ops_mutex_);
+  ++owner_->ops_;
 }
 
 Buffers::OpToken::~OpToken() {
@@ -140,12 +141,16 @@ MemoryPool& Buffers::pool(std::uint32_t device) const {
 
 Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t stream, StreamKind kind) {
   if (bytes == 0) throw Error("Buffers::allocate: 0 bytes");
-  if (engine().Capturing()) {
+  // Inside a capture the buffer is planned (see Inside a capture in buffer.h): its ops hold the pool, not a token.
+  const bool planned = engine().Capturing();
+  if (planned && bounded_ && executor_ != nullptr) {
     throw Error(
-        "Buffers::allocate inside Capture: allocations cannot be captured yet; allocate the step's buffers "
-        "before the capture and free them after the replays");
+        "Buffers::allocate inside Capture: a bounded pool on a stream executor reserves its blocks with a CPU op, "
+        "which a graph of stream ops cannot hold; allocate the step's buffers before the capture, or use an unbounded "
+        "pool");
   }
   MemoryPool& from = pool(device);
+  std::shared_ptr<MemoryPool> shared = pools_[device];
   Buffer buffer;
   buffer.state_ = std::make_shared<Buffer::State>();
   buffer.state_->bytes = bytes;
@@ -174,20 +179,26 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
     // them: a later allocation never takes the memory an earlier one waits for (which could deadlock a program whose
     // frees depend on the earlier one).
     engine.PushAsync(
-        [state = buffer.state_, &from, alignment, token = OpToken(*this)](Completion done) {
+        [state = buffer.state_, from = shared, alignment, token = OpToken(planned ? nullptr : this)](Completion done) {
+          // relaxed: written by an earlier replay of this reservation, which the variable orders before this one.
+          if (state->data.load(std::memory_order_relaxed) != nullptr) {  // planned: the block is kept
+            done();
+            return;
+          }
           state->reserved.emplace(done);
-          from.reserve(state->bytes, alignment, state->reservation);
+          from->reserve(state->bytes, alignment, state->reservation);
         },
         {}, {buffer.var_, order_[device]}, PushOptions{.context = {.executor = cpu_executor_}, .name = "reserve"});
     if (executor == nullptr) return buffer;  // host memory: the reservation's grant is the allocation
     // The alloca op: its stream is known now, so the pool may swap the reserved block for one this stream already
     // follows (MemoryPool::settle); the stream waits for what is left of the block's death frontier.
     engine.Push(
-        [state = buffer.state_, &from, tracker = &executor->tracker(), token = OpToken(*this)](const RunContext& ctx) {
+        [state = buffer.state_, from = shared, tracker = &executor->tracker(),
+         token = OpToken(this)](const RunContext& ctx) {
           const StreamPlacement& where = *ctx.stream;
           // relaxed, both: the reservation op, which the variable orders before this one, wrote data.
           const PoolBlock reserved{state->data.load(std::memory_order_relaxed), state->block_bytes};
-          const PoolBlock block = from.settle(reserved, state->death, AcquireView{where.knowledge, tracker});
+          const PoolBlock block = from->settle(reserved, state->death, AcquireView{where.knowledge, tracker});
           state->data.store(block.data, std::memory_order_relaxed);
           where.wait_for(state->death);
         },
@@ -195,12 +206,16 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
     return buffer;
   }
   engine.Push(
-      [state = buffer.state_, &from, tracker = &executor->tracker(), alignment,
-       token = OpToken(*this)](const RunContext& ctx) {
+      [state = buffer.state_, from = shared, tracker = &executor->tracker(), alignment, planned,
+       token = OpToken(planned ? nullptr : this)](const RunContext& ctx) {
+        // relaxed: written by an earlier replay of this op, which the variable orders before this one.
+        if (state->data.load(std::memory_order_relaxed) != nullptr) return;  // planned: the block is kept
         const StreamPlacement& where = *ctx.stream;
-        const AcquireView view{where.knowledge, tracker, where.wait, where.wait_context};
+        // Planned: no device wait, which a recording (CUDA and HIP graphs) cannot hold; a block that would need one is
+        // not reused, a fresh one is taken instead, once.
+        const AcquireView view{where.knowledge, tracker, planned ? nullptr : where.wait, where.wait_context};
         // relaxed: the variable orders this op before every other user of the block.
-        state->data.store(from.acquire(state->bytes, alignment, view).value().data,  // unbounded: always one
+        state->data.store(from->acquire(state->bytes, alignment, view).value().data,  // unbounded: always one
                           std::memory_order_relaxed);
       },
       {}, {buffer.var_}, options);
@@ -209,28 +224,32 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
 
 void Buffers::deallocate(Buffer& buffer, std::int32_t stream, StreamKind kind) {
   if (buffer.state_ == nullptr) throw Error("Buffers::deallocate: null buffer");
-  if (engine().Capturing()) {
-    throw Error("Buffers::deallocate inside Capture: frees cannot be captured yet; free the buffer after the replays");
-  }
-  MemoryPool& to = pool(buffer.state_->device);
+  (void)pool(buffer.state_->device);  // throws once the engine is gone, or for another Buffers' device
+  const bool planned = engine().Capturing();
+  std::shared_ptr<MemoryPool> to = pools_[buffer.state_->device];
   PushOptions options;
   options.context =
       Context{.executor = executor_index_, .device = buffer.state_->device, .stream_kind = kind, .stream = stream};
   options.name = "dealloca";
-  engine().DeleteVariable(
-      buffer.var_,
-      [state = buffer.state_, &to, token = OpToken(*this)](const RunContext& ctx) {
-        state->on_use = nullptr;  // a data() after the free takes nothing (misuse: the buffer is dead)
-        // relaxed: the variable orders this op after every other user of the block.
-        void* const data = state->data.load(std::memory_order_relaxed);
-        if (data == nullptr) return;  // never used, or the allocation failed: nothing to give back
-        // A deletion mutates the variable, so its wait frontier holds the signals of every use since the last write and
-        // of that write, whose own completion implies the uses before it: once these have completed, every user has.
-        // Any stream that knows them, the one this deletion is issued on included, reuses the block at once.
-        // On a CPU executor the deletion runs after its users completed: nothing to wait for (an empty frontier).
-        to.release(PoolBlock{data, state->block_bytes}, ctx.waits != nullptr ? *ctx.waits : DeathFrontier{});
-      },
-      options);
+  // Inside a capture the engine runs the deleter once, when the graph is destroyed (engine/graph.h).
+  auto release_block = [state = buffer.state_, to = std::move(to),
+                        token = OpToken(planned ? nullptr : this)](const RunContext& ctx) {
+    state->on_use = nullptr;  // a data() after the free takes nothing (misuse: the buffer is dead)
+    // relaxed: the variable orders this op after every other user of the block.
+    void* const data = state->data.load(std::memory_order_relaxed);
+    if (data == nullptr) return;  // never used, or the allocation failed: nothing to give back
+    // A deletion mutates the variable, so its wait frontier holds the signals of every use since the last write and
+    // of that write, whose own completion implies the uses before it: once these have completed, every user has.
+    // Any stream that knows them, the one this deletion is issued on included, reuses the block at once.
+    // On a CPU executor the deletion runs after its users completed: nothing to wait for (an empty frontier).
+    to->release(PoolBlock{data, state->block_bytes}, ctx.waits != nullptr ? *ctx.waits : DeathFrontier{});
+  };
+  try {
+    engine().DeleteVariable(buffer.var_, std::move(release_block), options);
+  } catch (const Error& e) {
+    if (!planned) throw;
+    throw Error(std::string("Buffers::deallocate: ") + e.what());  // a buffer allocated before the capture
+  }
   buffer = Buffer{};
 }
 

@@ -36,6 +36,18 @@
 // free is an op on that executor, after every op pushed on the variable. Bounded CPU pools keep their reservation op
 // (below), granted in push order.
 //
+// Inside a capture (engine/graph.h) allocate() and deallocate() are captured like any push, and a buffer allocated
+// and freed in the capture is planned once: its variable is the graph's, its block is taken by the first replay
+// (its alloca op, or on a CPU executor its first data()) and kept by every later one, which does no pool work, and the
+// free runs once, when the graph is destroyed, returning the block with the death frontier of the last replay's users.
+// Every replay's ops see the same data(), ordered by the variable, so replays of one graph never share a block at
+// once; a graph holds the blocks of all its buffers for its lifetime (no reuse among them inside a replay). A buffer
+// allocated in a capture and freed after it is the user's, as any; one allocated before a capture cannot be freed in
+// it (Error). A planned allocation on a stream takes no block that needs a device wait (a recording on CUDA or HIP
+// cannot hold one): a fresh one instead, once. Bounded pools on a stream executor cannot be used in a capture (their
+// reservation is a CPU op: Error). The ops of a graph hold the pool itself rather than counting as Buffers' ops, so
+// ~Buffers does not wait for graphs that outlive it.
+//
 // Thread safety: Buffers may be used from any thread, concurrently; a Buffer is a value whose copies name one buffer.
 // Lifetime: Buffers and its engine may be destroyed in either order, unwinding included. ~Buffers waits for the
 // allocations and frees it pushed to finish (so a free pushed just before is not lost), then returns its pools' blocks;
@@ -137,13 +149,14 @@ class Buffers {
   ~Buffers();
 
   // Pushes the allocation of `bytes` (> 0) on `device`, on stream `stream` of `kind` (-1: the executor chooses).
-  // Throws Error for a bad device, a zero size, (bounded pools) a request larger than the limit, or inside a Capture
-  // (engine/graph.h: allocate a replayed step's buffers before capturing it).
+  // Throws Error for a bad device, a zero size, (bounded pools) a request larger than the limit, or for a bounded pool
+  // on a stream executor inside a Capture (see Inside a capture above).
   [[nodiscard]] Buffer allocate(std::size_t bytes, std::uint32_t device, std::int32_t stream = -1,
                                 StreamKind kind = StreamKind::kCompute);
   // Pushes the free of `buffer` after every op pushed on its variable, on stream `stream` of the buffer's device
   // (-1: the executor chooses; it keeps it behind the buffer's last user). `buffer`, and every copy of it, is dead
-  // from this call on. Throws Error for a null or already freed buffer, or inside a Capture.
+  // from this call on. Throws Error for a null or already freed buffer, or inside a Capture for a buffer allocated
+  // before it.
   void deallocate(Buffer& buffer, std::int32_t stream = -1, StreamKind kind = StreamKind::kCompute);
 
   // Throws Error for a device that does not exist, or once the engine has been destroyed.
@@ -155,7 +168,7 @@ class Buffers {
   // free the pools.
   class OpToken {
    public:
-    explicit OpToken(Buffers& owner) noexcept;
+    explicit OpToken(Buffers* owner) noexcept;  // null: counts nothing (an op of a graph: see Inside a capture)
     OpToken(OpToken&& other) noexcept : owner_(std::exchange(other.owner_, nullptr)) {}
     OpToken& operator=(OpToken&&) = delete;
     ~OpToken();

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "executors/inline_executor.h"
+#include "executors/threadpool/threadpool_executor.h"
 #include "test/executors/stream/stream_executor_support.h"
 
 namespace depengine::test {
@@ -526,23 +527,206 @@ TEST_CASE("Buffers: misuse gets clear errors", "[memory][buffers][errors]") {
   engine.WaitForAll();
 }
 
-TEST_CASE("Buffers: an allocation or a free inside a Capture throws Error and pushes nothing",
-          "[memory][buffers][errors]") {
-  EngineOptions options;
-  options.executors.push_back(std::make_unique<InlineExecutor>());
-  Engine engine(std::move(options));
-  Buffers buffers(engine, 0);
-  Buffer kept = buffers.allocate(64, 0);
-  engine.Push([kept] { std::memset(kept.data(), 0, 64); }, {}, {kept.var()});  // takes its block
-  const Graph graph = engine.Capture([&] {
-    CHECK_THROWS_WITH((void)buffers.allocate(64, 0), Catch::Contains("Buffers::allocate inside Capture"));
-    CHECK_THROWS_WITH(buffers.deallocate(kept), Catch::Contains("Buffers::deallocate inside Capture"));
-  });
-  CHECK(graph.empty());
-  CHECK_FALSE(kept.var().is_null());  // the refused free left the buffer alive
-  buffers.deallocate(kept);
-  engine.WaitForAll();
-  CHECK(buffers.pool(0).stats().fresh_allocations == 1);  // only the allocation made outside the capture
+// A step with a temporary buffer, for the capture tests below: the first op zeroes the block on its first run and adds
+// 1 to every byte on later ones; the second records the first byte and whether the block is uniform. Nothing depends on
+// RunContext::replay, so a recorded graph (which calls the functions once) does the same work every replay.
+struct TemporaryStep {
+  static constexpr std::size_t kBytes = 4096;
+  bool started = false;             // the first op's; the buffer's variable orders its runs
+  std::vector<int> values;          // the second op's; `out` orders its runs
+  std::vector<const void*> blocks;  // likewise
+  std::atomic<int> torn{0};         // blocks found not uniform
+
+  void update(void* data) {
+    auto* p = static_cast<unsigned char*>(data);
+    if (!started) {
+      std::memset(p, 0, kBytes);
+      started = true;
+      return;
+    }
+    for (std::size_t i = 0; i < kBytes; ++i) ++p[i];
+  }
+  void check(const void* data) {
+    const auto* p = static_cast<const unsigned char*>(data);
+    if (!holds(p, kBytes, p[0])) torn.fetch_add(1);
+    values.push_back(p[0]);
+    blocks.push_back(data);
+  }
+};
+
+// What a replay may not change in a pool that serves planned buffers only: every count of pool work, and the bytes.
+void check_no_pool_work(const MemoryPoolStats& before, const MemoryPoolStats& after) {
+  CHECK(after.fresh_allocations == before.fresh_allocations);
+  CHECK(after.reuse_dominated == before.reuse_dominated);
+  CHECK(after.reuse_complete == before.reuse_complete);
+  CHECK(after.reuse_with_waits == before.reuse_with_waits);
+  CHECK(after.reservations_queued == before.reservations_queued);
+  CHECK(after.settled_swapped + after.settled_dominated == before.settled_swapped + before.settled_dominated);
+  CHECK(after.bytes_in_use == before.bytes_in_use);
+  CHECK(after.bytes_held == before.bytes_held);
+}
+
+TEST_CASE(
+    "Buffers allocated and freed inside a Capture on a CPU executor: one block for every replay, no pool work "
+    "after the first, back in the pool at ~Graph",
+    "[memory][buffers][graph]") {
+  for (const int variant : {0, 1, 2}) {
+    const char* const names[] = {"inline", "2 workers", "2 workers, bounded pool"};
+    DYNAMIC_SECTION(names[variant]) {
+      Watchdog watchdog(std::string("planned buffers on ") + names[variant]);
+      EngineOptions options;
+      if (variant == 0) {
+        options.executors.push_back(std::make_unique<InlineExecutor>());
+      } else {
+        options.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 2}));
+      }
+      Engine engine(std::move(options));
+      Buffers buffers(engine, 0, variant == 2 ? BuffersOptions{.limit = 1 << 20} : BuffersOptions{});
+      const Var out = engine.NewVariable();
+      TemporaryStep step;
+      Graph graph = engine.Capture([&] {
+        Buffer t = buffers.allocate(TemporaryStep::kBytes, 0);
+        engine.Push([t, &step] { step.update(t.data()); }, {}, {t.var()});
+        engine.Push([t, &step] { step.check(t.data()); }, {t.var()}, {out});
+        buffers.deallocate(t);
+        CHECK(t.var().is_null());
+      });
+      CHECK(buffers.pool(0).stats().bytes_held == 0);  // a capture takes nothing
+      engine.Replay(graph);
+      engine.WaitForAll();
+      const MemoryPoolStats first = buffers.pool(0).stats();
+      CHECK(first.fresh_allocations == 1);
+      CHECK(first.bytes_in_use == TemporaryStep::kBytes);
+      constexpr int kReplays = 20;
+      for (int k = 1; k < kReplays; ++k) engine.Replay(graph);
+      engine.WaitForAll();
+      check_no_pool_work(first, buffers.pool(0).stats());
+      std::vector<int> expected(kReplays);
+      for (int k = 0; k < kReplays; ++k) expected[k] = k;
+      CHECK(step.values == expected);  // each replay found the bytes the one before left
+      CHECK(step.torn.load() == 0);
+      REQUIRE(step.blocks.size() == kReplays);
+      CHECK(std::all_of(step.blocks.begin(), step.blocks.end(), [&](const void* b) { return b == step.blocks[0]; }));
+      graph = Graph{};
+      engine.WaitForAll();
+      const MemoryPoolStats after = buffers.pool(0).stats();
+      CHECK(after.bytes_in_use == 0);  // the graph's end freed it
+      Buffer again = buffers.allocate(TemporaryStep::kBytes, 0);
+      const void* reused = nullptr;
+      engine.Push([again, &reused] { reused = again.data(); }, {}, {again.var()});
+      engine.WaitForAll();
+      CHECK(reused == step.blocks[0]);  // the next allocation of its class takes it back
+      CHECK(buffers.pool(0).stats().fresh_allocations == 1);
+      buffers.deallocate(again);
+      engine.WaitForAll();
+    }
+  }
+}
+
+TEST_CASE("Buffers allocated and freed inside a Capture on host streams: one block for every replay, recorded or not",
+          "[memory][buffers][graph]") {
+  for (const bool recorded : {false, true}) {
+    DYNAMIC_SECTION((recorded ? "recorded graphs" : "graphs run step by step")) {
+      Watchdog watchdog(std::string("planned buffers on host streams, ") + (recorded ? "recorded" : "step by step"));
+      Engine engine(stream_engine_options({.compute_streams = 2, .records_work = recorded}));
+      Buffers buffers(engine, kStream);
+      // A block freed before the capture, its death frontier on stream 1: the planned allocation, which must not wait
+      // on the device (a recording cannot), takes a fresh block rather than wait for this one.
+      Buffer earlier = buffers.allocate(TemporaryStep::kBytes, 0, 1);
+      engine.Push([earlier](const RunContext& ctx) { fill(ctx, earlier.data(), earlier.bytes(), 9); }, {},
+                  {earlier.var()}, on_stream(1));
+      buffers.deallocate(earlier, 1);
+      const Var out = engine.NewVariable();
+      TemporaryStep step;
+      Graph graph = engine.Capture([&] {
+        Buffer t = buffers.allocate(TemporaryStep::kBytes, 0, 0);
+        engine.Push(
+            [t, &step](const RunContext& ctx) {
+              void* data = t.data();
+              launch(ctx, [data, &step] { step.update(data); });
+            },
+            {}, {t.var()}, on_stream(0));
+        engine.Push(
+            [t, &step](const RunContext& ctx) {
+              const void* data = t.data();
+              launch(ctx, [data, &step] { step.check(data); });
+            },
+            {t.var()}, {out}, on_stream(0));
+        buffers.deallocate(t, 0);
+      });
+      engine.Replay(graph);
+      engine.WaitForAll();
+      const MemoryPoolStats first = buffers.pool(0).stats();
+      CHECK(first.waits_added == 0);
+      CHECK(first.bytes_in_use == TemporaryStep::kBytes);
+      constexpr int kReplays = 12;
+      for (int k = 1; k < kReplays; ++k) engine.Replay(graph);
+      engine.WaitForAll();
+      check_no_pool_work(first, buffers.pool(0).stats());
+      std::vector<int> expected(kReplays);
+      for (int k = 0; k < kReplays; ++k) expected[k] = k;
+      CHECK(step.values == expected);
+      CHECK(step.torn.load() == 0);
+      REQUIRE(step.blocks.size() == kReplays);
+      CHECK(std::all_of(step.blocks.begin(), step.blocks.end(), [&](const void* b) { return b == step.blocks[0]; }));
+      graph = Graph{};
+      engine.WaitForAll();
+      CHECK(buffers.pool(0).stats().bytes_in_use == 0);
+    }
+  }
+}
+
+TEST_CASE("Buffers inside a Capture: what a graph cannot plan throws Error; a graph may outlive its Buffers",
+          "[memory][buffers][graph][errors]") {
+  SECTION("a free, inside a capture, of a buffer allocated before it") {
+    EngineOptions options;
+    options.executors.push_back(std::make_unique<InlineExecutor>());
+    Engine engine(std::move(options));
+    Buffers buffers(engine, 0);
+    Buffer kept = buffers.allocate(64, 0);
+    engine.Push([kept] { std::memset(kept.data(), 0, 64); }, {}, {kept.var()});  // takes its block
+    const Graph graph = engine.Capture([&] {
+      CHECK_THROWS_WITH(buffers.deallocate(kept),
+                        Catch::Contains("Buffers::deallocate") && Catch::Contains("made before the capture"));
+    });
+    CHECK(graph.empty());
+    CHECK_FALSE(kept.var().is_null());  // the refused free left the buffer alive
+    buffers.deallocate(kept);
+    engine.WaitForAll();
+    CHECK(buffers.pool(0).stats().bytes_in_use == 0);
+  }
+  SECTION("a bounded pool on a stream executor") {
+    Engine engine(stream_engine_options());
+    Buffers buffers(engine, kStream, BuffersOptions{.limit = 1 << 20});
+    const Graph graph = engine.Capture([&] {
+      CHECK_THROWS_WITH((void)buffers.allocate(64, 0),
+                        Catch::Contains("Buffers::allocate inside Capture") && Catch::Contains("bounded"));
+    });
+    CHECK(graph.empty());
+  }
+  SECTION("a graph replayed after its Buffers is gone, then destroyed") {
+    EngineOptions options;
+    options.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 2}));
+    Engine engine(std::move(options));
+    const Var out = engine.NewVariable();
+    TemporaryStep step;
+    Graph graph;
+    {
+      Buffers buffers(engine, 0);
+      graph = engine.Capture([&] {
+        Buffer t = buffers.allocate(TemporaryStep::kBytes, 0);
+        engine.Push([t, &step] { step.update(t.data()); }, {}, {t.var()});
+        engine.Push([t, &step] { step.check(t.data()); }, {t.var()}, {out});
+        buffers.deallocate(t);
+      });
+      engine.Replay(graph);
+    }  // ~Buffers does not wait for the graph
+    engine.Replay(graph);
+    engine.WaitForAll();
+    CHECK(step.values == std::vector<int>{0, 1});
+    graph = Graph{};  // the free runs into the pool the graph kept alive
+    engine.WaitForAll();
+  }
 }
 
 }  // namespace
