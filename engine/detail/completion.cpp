@@ -4,6 +4,7 @@
 
 #include "engine/detail/engine_core.h"
 #include "engine/detail/running.h"
+#include "engine/detail/stream_graph.h"
 #include "executors/ready_queue.h"
 
 namespace depengine::detail {
@@ -25,6 +26,12 @@ inline bool has_input_error(OpRecord* op) noexcept {
 const VarSignal kNoSignal;
 
 }  // namespace
+
+// Whether `op` is a replay of stream ops and its use `i` names a variable the graph ends (graph.h, "Variables of a
+// graph"): a failure of the whole replay leaves it clean for the next replay.
+bool ends_graph_var(const OpRecord* op, std::uint32_t i) noexcept {
+  return op->stream_graph != nullptr && op->stream_graph->uses()[i].ends;
+}
 
 // For a no_skip op about to run: the error an input carries, if any (RunContext::input_error). Stable while the op
 // runs: a variable's error changes only under an exclusive use, which cannot overlap the op's own use.
@@ -177,7 +184,9 @@ void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* s
   for (std::uint32_t i = 0; i < op->num_uses; ++i) {
     VarUse& use = op->uses[i];
     VarState* var = state_of(use);
-    if (op->error != nullptr && use.access == Access::kWrite && !op->deletes_var) poison(op, var, use, op->error);
+    if (op->error != nullptr && use.access == Access::kWrite && !op->deletes_var && !ends_graph_var(op, i)) {
+      poison(op, var, use, op->error);
+    }
     var->complete(use, signal, granted);
   }
   if (op->deletes_var) vars_.recycle(state_of(op->uses[0]));

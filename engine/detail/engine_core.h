@@ -68,6 +68,8 @@ class StreamGraph;
 
 // For a no_skip op about to run: the error one of its variables carries, or null (RunContext::input_error).
 [[nodiscard]] const std::exception_ptr* first_input_error(const OpRecord* op) noexcept;
+// Whether op's use `i` names a variable its replayed graph of stream ops ends (completion.cpp).
+[[nodiscard]] bool ends_graph_var(const OpRecord* op, std::uint32_t i) noexcept;
 
 class EngineCore final : public ExecutorHost {
  public:
@@ -100,8 +102,10 @@ class EngineCore final : public ExecutorHost {
   void push(OpRecord* op, VarList reads, VarList mutates);
   static void abandon(OpRecord* op) noexcept { op->recycle(); }
   void delete_variable(Var var, OpFunction deleter, const PushOptions& options);
-  // The real deletion of a variable a graph owned (graph_lifetime.h), with its captured deleter.
+  // The real deletion of a variable a graph owned (graph_lifetime.h), with its captured deleter; of each of `owned`,
+  // reporting a refused one on stderr.
   void delete_owned(OwnedVar& owned);
+  void delete_all_owned(std::vector<OwnedVar>& owned) noexcept;
 
   // graph_capture.cpp (Engine::Capture): capture() takes a push made inside a capture instead of publishing it.
   void begin_capture();

@@ -220,13 +220,18 @@ void EngineCore::abandon_capture() noexcept {
   const std::unique_ptr<CaptureState> state(t_running.capture);
   t_running.capturing = nullptr;
   t_running.capture = nullptr;
-  for (OwnedVar& owned : state->owned) {
+  delete_all_owned(state->owned);
+}
+
+void EngineCore::delete_all_owned(std::vector<OwnedVar>& owned) noexcept {
+  for (OwnedVar& var : owned) {
     try {
-      delete_owned(owned);
+      delete_owned(var);
     } catch (const std::exception& e) {  // out of memory, or the engine is being destroyed: the variable stays unused
-      std::fprintf(stderr, "depengine: Capture: the deletion of a variable the body deleted failed: %s\n", e.what());
+      std::fprintf(stderr, "depengine: the deletion of a variable a graph owned failed: %s\n", e.what());
     }
   }
+  owned.clear();
 }
 
 Graph EngineCore::end_capture() {
@@ -234,18 +239,26 @@ Graph EngineCore::end_capture() {
   t_running.capturing = nullptr;
   t_running.capture = nullptr;
   std::vector<CapturedOp>& ops = state->ops;
-  // Uses captured before a variable's deletion carry the generation it killed: they name the graph's variable now.
+  // Uses captured before a variable's deletion carry the generation it killed (the one before its tag): they name the
+  // graph's variable now. A use of an older variable in the same slot, dead since, keeps its tag and fails at replay.
   if (!state->owned.empty()) {
     std::unordered_map<const VarState*, std::uint32_t> tag_of;
     for (const OwnedVar& owned : state->owned) tag_of.emplace(owned.var, owned.tag);
     for (CapturedOp& op : ops) {
       for (CapturedOp::Use& use : op.uses) {
-        if (const auto it = tag_of.find(use.var); it != tag_of.end()) use.tag = it->second;
+        const auto it = tag_of.find(use.var);
+        if (it != tag_of.end() && use.tag + 1 == it->second) use.tag = it->second;
       }
     }
   }
   // Deletes the owned variables (graph_lifetime.h) if the graph is refused below.
-  auto lifetime = std::make_unique<GraphLifetime>(*this, std::move(state->owned));
+  std::unique_ptr<GraphLifetime> lifetime;
+  try {
+    lifetime = std::make_unique<GraphLifetime>(*this, state->owned);
+  } catch (...) {  // out of memory: the variables the body deleted are deleted for real
+    delete_all_owned(state->owned);
+    throw;
+  }
   if (!has_streams_ && ops.size() > in_flight_.max()) {
     throw Error("Capture: the graph has " + std::to_string(ops.size()) +
                 " ops, more than EngineOptions::max_in_flight (" + std::to_string(in_flight_.max()) +
@@ -277,7 +290,13 @@ void EngineCore::capture_deletion(Var var, OpFunction deleter, const PushOptions
         "DeleteVariable inside Capture: the variable was made before the capture, and every replay would delete it "
         "again; delete it after the replays that use it (a capture may delete only the variables made in it)");
   }
-  OpRecord* op = make_record(options, false);
+  // Built first, so that nothing throws once the op is captured; without the scope, which a deletion ignores.
+  OwnedVar owned{state, 0, std::move(deleter), PushOptions{}};
+  owned.options.context = options.context;
+  owned.options.priority = options.priority;
+  owned.options.name = options.name;
+  recorded.owned.reserve(recorded.owned.size() + 1);
+  OpRecord* op = make_record(owned.options, false);
   op->no_skip = true;
   op->deletes_var = true;  // tells capture() that this is a variable's end
   op->reserve_uses(1);
@@ -285,11 +304,6 @@ void EngineCore::capture_deletion(Var var, OpFunction deleter, const PushOptions
   op->num_uses = 1;
   op->fn = OpFunction::make<false>([] {});
   capture(op);  // recycles the record; throws if the graph cannot hold the op
-  OwnedVar owned{state, 0, std::move(deleter), PushOptions{}};
-  owned.options.context = options.context;
-  owned.options.priority = options.priority;
-  owned.options.name = options.name;
-  recorded.owned.reserve(recorded.owned.size() + 1);  // nothing throws once the handles are dead
   state->lock();
   // relaxed: under the lock, as publish() moves a deleted variable's generation on.
   owned.tag = state->generation.load(std::memory_order_relaxed) + 1;

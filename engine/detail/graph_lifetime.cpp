@@ -1,6 +1,5 @@
 #include "engine/detail/graph_lifetime.h"
 
-#include <cstdio>
 #include <utility>
 
 #include "engine/detail/engine_core.h"
@@ -8,20 +7,14 @@
 
 namespace depengine::detail {
 
-GraphLifetime::GraphLifetime(EngineCore& core, std::vector<OwnedVar> owned) : core_(&core), owned_(std::move(owned)) {
+GraphLifetime::GraphLifetime(EngineCore& core, std::vector<OwnedVar>& owned) : core_(&core) {
   hook_ = core.at_shutdown([this] { drop(); });
+  owned_.swap(owned);
 }
 
 GraphLifetime::~GraphLifetime() {
   // True: the engine has not begun calling its shutdown hooks, so it is alive (and the hook will not run).
-  if (!hook_.cancel()) return;
-  for (OwnedVar& owned : owned_) {
-    try {
-      core_->delete_owned(owned);
-    } catch (const std::exception& e) {  // the engine is being destroyed on another thread: the variable dies with it
-      std::fprintf(stderr, "depengine: ~Graph: %s\n", e.what());
-    }
-  }
+  if (hook_.cancel()) core_->delete_all_owned(owned_);
 }
 
 void GraphLifetime::drop() noexcept {

@@ -9,8 +9,9 @@
 // their deleters never run, as for any variable not deleted before ~Engine.
 //
 // Thread safety: one object per Graph handle, used by the thread that owns the handle; the hook may run on the thread
-// destroying the engine, and the destructor waits for it (ShutdownHook::cancel). Failure: a deletion the engine refuses
-// (it is being destroyed on another thread meanwhile) is reported on stderr; nothing throws.
+// destroying the engine, and the destructor waits for it (ShutdownHook::cancel). Destroying the Graph while another
+// thread destroys its engine is undefined, as for any use of an engine being destroyed: destroy graphs first.
+// Failure: a deletion the engine refuses is reported on stderr; nothing throws.
 #pragma once
 
 #include <vector>
@@ -25,8 +26,9 @@ class StreamGraph;
 
 class GraphLifetime {
  public:
-  // For a graph captured by `core`, which owns `owned`.
-  GraphLifetime(EngineCore& core, std::vector<OwnedVar> owned);
+  // For a graph captured by `core`, which owns `owned` (taken from the vector once nothing can throw; left there if
+  // the constructor throws).
+  GraphLifetime(EngineCore& core, std::vector<OwnedVar>& owned);
   // The graph's plan or graph of stream ops (one of them), which the Graph handle holds for at least as long as this
   // object lives.
   void hold(GraphPlan* plan, StreamGraph* streams) noexcept {

@@ -30,7 +30,7 @@ StreamGraph::StreamGraph(std::uint32_t engine_id, std::uint32_t executor_index, 
     step.uses_begin = static_cast<std::uint32_t>(step_uses_.size());
     for (const CapturedOp::Use& use : op.uses) {
       step_uses_.push_back(Use{use.var, use.tag, use.access});
-      all.push_back(Use{use.var, use.tag, use.access, use.access == Access::kWrite ? 1U : 0U});
+      all.push_back(Use{use.var, use.tag, use.access, use.access == Access::kWrite ? 1U : 0U, op.ends_var});
     }
     step.uses_end = static_cast<std::uint32_t>(step_uses_.size());
   }
@@ -41,6 +41,7 @@ StreamGraph::StreamGraph(std::uint32_t engine_id, std::uint32_t executor_index, 
       Use& folded = uses_.back();
       if (use.access == Access::kWrite) folded.access = Access::kWrite;
       folded.extra_mutations += use.extra_mutations;
+      folded.ends = folded.ends || use.ends;
     } else {
       uses_.push_back(use);
     }

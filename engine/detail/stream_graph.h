@@ -42,6 +42,9 @@ class StreamGraph {
     Access access = Access::kRead;
     // In uses(): the steps that mutate the variable, less the one mutation the replay's own completion counts.
     std::uint32_t extra_mutations = 0;
+    // In uses(): a step ends the variable (CapturedOp::ends_var), so the replay leaves it clean whatever happens to it
+    // (its op's completion does not poison it: EngineCore::complete_uses, take_input_error).
+    bool ends = false;
   };
   struct Step {
     OpFunction fn;

@@ -46,7 +46,7 @@ void EngineCore::take_input_error(OpRecord* op, const std::exception_ptr& error)
   for (std::uint32_t i = 0; i < op->num_uses; ++i) {
     const VarUse& use = op->uses[i];
     VarState* var = state_of(use);
-    if (use.access == Access::kRead || var->error != nullptr || op->deletes_var) continue;
+    if (use.access == Access::kRead || var->error != nullptr || op->deletes_var || ends_graph_var(op, i)) continue;
     if (op->internal) {
       var->error = error;  // a wait or a clearing op: it takes the error from the variable itself
     } else {

@@ -143,11 +143,11 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
   if (bytes == 0) throw Error("Buffers::allocate: 0 bytes");
   // Inside a capture the buffer is planned (see Inside a capture in buffer.h): its ops hold the pool, not a token.
   const bool planned = engine().Capturing();
-  if (planned && bounded_ && executor_ != nullptr) {
+  if (planned && bounded_) {
     throw Error(
-        "Buffers::allocate inside Capture: a bounded pool on a stream executor reserves its blocks with a CPU op, "
-        "which a graph of stream ops cannot hold; allocate the step's buffers before the capture, or use an unbounded "
-        "pool");
+        "Buffers::allocate inside Capture: the pool is bounded (BuffersOptions::limit), and a graph keeps every buffer "
+        "it allocates until it is destroyed, so a replay could wait for ever for room its own frees would have made; "
+        "allocate the step's buffers before the capture, or use an unbounded pool");
   }
   MemoryPool& from = pool(device);
   std::shared_ptr<MemoryPool> shared = pools_[device];
@@ -179,12 +179,7 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
     // them: a later allocation never takes the memory an earlier one waits for (which could deadlock a program whose
     // frees depend on the earlier one).
     engine.PushAsync(
-        [state = buffer.state_, from = shared, alignment, token = OpToken(planned ? nullptr : this)](Completion done) {
-          // relaxed: written by an earlier replay of this reservation, which the variable orders before this one.
-          if (state->data.load(std::memory_order_relaxed) != nullptr) {  // planned: the block is kept
-            done();
-            return;
-          }
+        [state = buffer.state_, from = shared, alignment, token = OpToken(this)](Completion done) {
           state->reserved.emplace(done);
           from->reserve(state->bytes, alignment, state->reservation);
         },

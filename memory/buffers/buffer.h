@@ -44,9 +44,11 @@
 // once; a graph holds the blocks of all its buffers for its lifetime (no reuse among them inside a replay). A buffer
 // allocated in a capture and freed after it is the user's, as any; one allocated before a capture cannot be freed in
 // it (Error). A planned allocation on a stream takes no block that needs a device wait (a recording on CUDA or HIP
-// cannot hold one): a fresh one instead, once. Bounded pools on a stream executor cannot be used in a capture (their
-// reservation is a CPU op: Error). The ops of a graph hold the pool itself rather than counting as Buffers' ops, so
-// ~Buffers does not wait for graphs that outlive it.
+// cannot hold one): a fresh one instead, once. Bounded pools cannot allocate in a capture (Error: a graph frees its
+// buffers only when destroyed, so a replay could wait for ever for room its own frees would have made). The ops of a
+// graph hold the pool itself rather than counting as Buffers' ops, so ~Buffers does not wait for graphs that outlive
+// it. A graph that outlives its engine never runs its frees (engine/graph.h), so its planned blocks are not given
+// back: destroy graphs before their engine.
 //
 // Thread safety: Buffers may be used from any thread, concurrently; a Buffer is a value whose copies name one buffer.
 // Lifetime: Buffers and its engine may be destroyed in either order, unwinding included. ~Buffers waits for the
@@ -150,7 +152,7 @@ class Buffers {
 
   // Pushes the allocation of `bytes` (> 0) on `device`, on stream `stream` of `kind` (-1: the executor chooses).
   // Throws Error for a bad device, a zero size, (bounded pools) a request larger than the limit, or for a bounded pool
-  // on a stream executor inside a Capture (see Inside a capture above).
+  // inside a Capture (see Inside a capture above).
   [[nodiscard]] Buffer allocate(std::size_t bytes, std::uint32_t device, std::int32_t stream = -1,
                                 StreamKind kind = StreamKind::kCompute);
   // Pushes the free of `buffer` after every op pushed on its variable, on stream `stream` of the buffer's device
