@@ -1,7 +1,9 @@
 #include "distributed/communicator.h"
 
+#include <algorithm>
 #include <array>
 #include <climits>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <optional>
@@ -13,6 +15,22 @@
 #include "distributed/remote_error.h"
 
 namespace depengine::detail {
+
+// What travels ahead of a message's data: the sender's error flag, and what its op knew had completed (its
+// RunContext::waits), which the receiver learns (Completion::operator()(error, learned)). Sent up to the last entry
+// used; received whole.
+struct MessageHeader {
+  RankError flag{};
+  std::uint32_t entries = 0;  // of `frontier`, at most kMaxEngineAxes
+  std::uint32_t unused = 0;
+  std::array<FrontierEntry, kMaxEngineAxes> frontier;
+
+  [[nodiscard]] int bytes() const noexcept {
+    return static_cast<int>(offsetof(MessageHeader, frontier) + entries * sizeof(FrontierEntry));
+  }
+};
+
+static_assert(sizeof(MessageHeader) == 776, "communicator.h states the header's size");
 
 // One op's state, from its push until its requests complete (owned by the op's function, then by the continuation).
 struct CommunicatorCall {
@@ -27,7 +45,7 @@ struct CommunicatorCall {
   std::uint64_t ticket = 0;  // collectives: the place in the start order
   FailureSlot slot{};        // all-reduce: the failure count as an element of the data's type
   std::size_t element_bytes = 1;
-  RankError flag{};          // this rank's input error, then the one every rank learned (or the sender's)
+  MessageHeader header{};    // flag: this rank's input error, then the one every rank learned (or the sender's)
   bool input_error = false;  // this rank's variable carries an error already (it keeps it: a variable keeps its first)
   // Collectives: how many ranks' inputs carried an error (this rank counts 1 or 0), learned with the data.
   int failures = 0;
@@ -69,19 +87,33 @@ const char* call_name(int kind) {
   return kNames[static_cast<std::size_t>(kind)];
 }
 
-// Completes the op: with MPI's error, the error every rank learned, or success.
+// What a completed op learned: a collective, its one entry on the collective axis; a receive, its sender's frontier.
+std::span<const FrontierEntry> learned_by(CommunicatorCall& c, FrontierEntry& collective) {
+  using Kind = CommunicatorCall::Kind;
+  if (c.collective()) {
+    collective = FrontierEntry{c.mpi->collective_axis(), c.ticket + 1};
+    return {&collective, 1};
+  }
+  if (c.kind == Kind::kRecv) return {c.header.frontier.data(), std::min<std::size_t>(c.header.entries, kMaxEngineAxes)};
+  return {};
+}
+
+// Completes the op: with MPI's error, the error every rank learned, or success; with what it learned (learned_by)
+// when the communication itself succeeded.
 void complete(std::unique_ptr<CommunicatorCall> call, int code) {
   if (!call->done) return;  // an op that never ran took part for the other ranks' sake: nothing to complete
   Completion done = *call->done;
+  FrontierEntry collective{};
   if (code != MPI_SUCCESS) {
     done(std::make_exception_ptr(std::runtime_error(std::string(call_name(static_cast<int>(call->kind))) +
                                                     " failed: " + MpiExecutor::error_string(code))));
-  } else if (call->flag.failed() && !call->input_error && call->kind != CommunicatorCall::Kind::kSend) {
-    done(std::make_exception_ptr(RemoteError(call->flag.rank, std::string(call->flag.message()))));
+  } else if (call->header.flag.failed() && !call->input_error && call->kind != CommunicatorCall::Kind::kSend) {
+    done(std::make_exception_ptr(RemoteError(call->header.flag.rank, std::string(call->header.flag.message()))),
+         learned_by(*call, collective));
   } else {
     // A rank whose variable carries an error already keeps that one (a second error of the op would only be reported
     // again at shutdown); a sender mutates nothing, its receiver learns the error from the flag.
-    done();
+    done(nullptr, learned_by(*call, collective));
   }
 }
 
@@ -97,7 +129,7 @@ void finish(std::unique_ptr<CommunicatorCall> call, int code) {
     complete(std::move(call), code);
     return;
   }
-  c.mpi->exchange_errors(c.ticket, c.failures, c.flag, [raw = call.release()](int result) {
+  c.mpi->exchange_errors(c.ticket, c.failures, c.header.flag, [raw = call.release()](int result) {
     complete(std::unique_ptr<CommunicatorCall>(raw), result);
   });
 }
@@ -113,7 +145,7 @@ void prepare(CommunicatorCall& c, bool unrun) {
     c.scratch.resize(c.region.bytes());
     c.data = c.scratch.data();
   }
-  c.failures = c.flag.failed() ? 1 : 0;
+  c.failures = c.header.flag.failed() ? 1 : 0;
   if (c.kind == CommunicatorCall::Kind::kAllReduce && c.region.bytes() <= kPackedBytes) {
     c.packed.resize(c.region.bytes() + c.element_bytes);
     std::memcpy(c.packed.data(), c.data, c.region.bytes());
@@ -125,7 +157,6 @@ void prepare(CommunicatorCall& c, bool unrun) {
 // that did are still waited for (their buffers are the call's) before the op completes with the error.
 void start(MpiExecutor& mpi, std::unique_ptr<CommunicatorCall> call) noexcept {
   using Kind = CommunicatorCall::Kind;
-  constexpr int kFlagBytes = static_cast<int>(sizeof(RankError));
   CommunicatorCall& c = *call;
   MPI_Request* r = c.requests.data();
   int code = MPI_SUCCESS;
@@ -149,13 +180,14 @@ void start(MpiExecutor& mpi, std::unique_ptr<CommunicatorCall> call) noexcept {
         next(MPI_Ibcast(c.data, c.count, c.type, c.peer, mpi.comm(), &r[1]));
       }
       break;
-    case Kind::kSend:  // the flag ahead of the data: one thread posts both, so they stay in order
-      if (next(MPI_Isend(&c.flag, kFlagBytes, MPI_BYTE, c.peer, c.tag, mpi.comm(), &r[0]))) {
+    case Kind::kSend:  // the header ahead of the data: one thread posts both, so they stay in order
+      if (next(MPI_Isend(&c.header, c.header.bytes(), MPI_BYTE, c.peer, c.tag, mpi.comm(), &r[0]))) {
         next(MPI_Isend(c.data, c.count, c.type, c.peer, c.tag, mpi.comm(), &r[1]));
       }
       break;
     case Kind::kRecv:
-      if (next(MPI_Irecv(&c.flag, kFlagBytes, MPI_BYTE, c.peer, c.tag, mpi.comm(), &r[0]))) {
+      if (next(MPI_Irecv(&c.header, static_cast<int>(sizeof(detail::MessageHeader)), MPI_BYTE, c.peer, c.tag,
+                         mpi.comm(), &r[0]))) {
         next(MPI_Irecv(c.data, c.count, c.type, c.peer, c.tag, mpi.comm(), &r[1]));
       }
       break;
@@ -182,7 +214,7 @@ struct TakePartUnrun {
     }
     call->started = true;
     MpiExecutor& mpi = *call->mpi;
-    call->flag.set(mpi.rank(), "its communication op did not run (cancelled, or its push failed)");
+    call->header.flag.set(mpi.rank(), "its communication op did not run (cancelled, or its push failed)");
     prepare(*call, /*unrun=*/true);  // an allocation failure here terminates: the other ranks would wait for ever
     auto take_part = [&mpi, raw = call] { start(mpi, std::unique_ptr<CommunicatorCall>(raw)); };
     if (call->collective()) {
@@ -287,8 +319,11 @@ void Communicator::push(std::unique_ptr<CommunicatorCall> call, bool reads, OpNa
   // If the push throws, the function is destroyed unrun, and its hold takes part on scratch memory (TakePartUnrun).
   auto fn = [call = HeldCall(call.release())](const RunContext& ctx, Completion done) mutable {
     MpiExecutor& mpi = MpiExecutor::of(ctx.executor);
-    describe(ctx.input_error, mpi.rank(), call->flag);
-    call->input_error = call->flag.failed();
+    describe(ctx.input_error, mpi.rank(), call->header.flag);
+    if (call->kind == CommunicatorCall::Kind::kSend && ctx.waits != nullptr) {  // what the receiver will learn
+      for (const FrontierEntry& entry : *ctx.waits) call->header.frontier[call->header.entries++] = entry;
+    }
+    call->input_error = call->header.flag.failed();
     prepare(*call, /*unrun=*/false);  // may throw (out of memory): the op then fails, and its hold takes part
     call->done.emplace(done);
     call->started = true;

@@ -34,6 +34,13 @@
 // an error of the op (std::runtime_error with MPI's message); it is local, and the other ranks may then wait for the
 // part it did not start. A rank that dies ends the job (MPI aborts it). These ops take no CancelScope.
 //
+// Frontiers across ranks. A message carries, in its header, what its send op knew had completed (RunContext::waits:
+// on an engine with a stream executor, the signals of the ops it depends on, such as the stream write of its data);
+// the receive completes with those entries (Completion::operator()(error, learned)), so the receiving engine records
+// them as completed and its later stream ops find them so, with no device wait, and pass them on. A collective
+// completes with one entry, (MpiExecutor::collective_axis(), its ticket + 1), the same on every rank. Give each rank's
+// stream executor its rank as machine index (StreamExecutorOptions::machine), so that the ranks' axes never alias.
+//
 // Happens-before: writes to the memory made by ops that the communication op depends on are what it sends; its
 // writes (the reduced or received data) are visible to every op pushed later that uses its variable.
 // Thread safety: calls from any thread (collectives: one thread at a time, see above). Lifetime: the Communicator must
@@ -42,7 +49,7 @@
 // Engine::Capture (a replayed collective could not keep its place in the order): Error. Cost: one allocation per call
 // (the op's state; a small all-reduce another, its packed copy) and the executor's post; on the wire, MPI's call, with
 // one more element (a small all-reduce: two copies of the data on the host) or a one-int all-reduce beside it (a large
-// one, a broadcast), or a 256-byte flag ahead of a message.
+// one, a broadcast), or a header ahead of a message (264 bytes and 16 per frontier entry; received into 776 bytes).
 #pragma once
 
 #include <mpi.h>

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cstdint>
 #include <exception>
+#include <span>
 #include <string_view>
 
 #include "engine/cancel_scope.h"
@@ -30,7 +31,10 @@ struct RunContext {
   const StreamPlacement* stream = nullptr;
   // For an op of a stream executor: its wait frontier, the signals of the ops it depends on (its stream waits for
   // them, or already follows them, before the work enqueued now). What a deletion hands a memory pool as the death
-  // frontier of a block (memory/buffers/buffer.h). Null for CPU executors.
+  // frontier of a block (memory/buffers/buffer.h). For a pushed op of a CPU executor on an engine with a stream
+  // executor: the same signals, every one of them completed before the op started (what it knows has happened, which
+  // a message may carry to another process: distributed/communicator.h); an async op must not read it once it has
+  // called its Completion with learned entries (their storage is the same). Null otherwise.
   const WaitFrontier* waits = nullptr;
 
   // Whether the op's CancelScope has been cancelled since the op started (cancel_scope.h). A long op may poll it and
@@ -61,6 +65,14 @@ class Completion {
  public:
   void operator()() const { (*this)(std::exception_ptr{}); }
   void operator()(std::exception_ptr error) const;
+  // Completes the op as above, and makes `learned` part of what it hands on: entries (axis, epoch) of timelines the
+  // engine did not run, each of which has completed, such as what a message's sender knew (its RunContext::waits) or
+  // a collective's completion. On an engine with a stream executor the engine records each as completed on its tracker
+  // (knowing at most kMaxEngineAxes axes: an entry whose axis does not fit is left out, which only forgets that it
+  // completed) and passes them to the op's successors with its signal, so an op that later finds one in its wait
+  // frontier needs no wait for it (StreamStats::waits_complete), and forwards it in turn. Elsewhere it is
+  // operator()(error).
+  void operator()(std::exception_ptr error, std::span<const FrontierEntry> learned) const;
 
  private:
   friend class detail::EngineCore;

@@ -83,7 +83,9 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
     return;
   }
   const RunningScope running(this, &ready, op->owner);
-  RunContext ctx{op->name_view(), worker, op->executor(), nullptr, nullptr, op->scope};
+  // With streams, what the op waited for (all of it completed): a message may carry it (RunContext::waits).
+  RunContext ctx{op->name_view(), worker, op->executor(), nullptr, has_streams_ ? &op->requirement : nullptr,
+                 op->scope};
   if (op->no_skip) [[unlikely]]
     ctx.input_error = first_input_error(op);
   TraceRecorder* trace = op->trace_op != 0 ? trace_.recorder() : nullptr;
@@ -119,13 +121,13 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
   release_hold(op);
 }
 
-void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
+void EngineCore::complete_async(OpRecord* op, std::exception_ptr error, std::span<const FrontierEntry> learned) {
   if (error != nullptr && !op->replay_completion) {
     op->error = error;
     errors_.raise(op->error, op->name_view(), op->owner);
   }
   if (t_running.engine == this) {  // completed from inside an op's function: successors join that executor's list
-    complete_async_uses(op, error, *t_running.ready);
+    complete_async_uses(op, error, learned, *t_running.ready);
     release_hold(op);
     return;
   }
@@ -134,19 +136,20 @@ void EngineCore::complete_async(OpRecord* op, std::exception_ptr error) {
   // count: their executors' stop() waits for them.
   const ForeignThread foreign(*this);
   TaskList ready;
-  complete_async_uses(op, error, ready);
+  complete_async_uses(op, error, learned, ready);
   submit_in_priority_order(ready);
   release_hold(op);
 }
 
 // What an async op's completion releases: its fences and uses, or, for the record of a replayed op, the GraphOp's.
-void EngineCore::complete_async_uses(OpRecord* op, const std::exception_ptr& error, TaskList& ready) noexcept {
-  if (op->replay_completion) {
+void EngineCore::complete_async_uses(OpRecord* op, const std::exception_ptr& error,
+                                     std::span<const FrontierEntry> learned, TaskList& ready) noexcept {
+  if (op->replay_completion) {  // a replayed op hands on no signal (graphs of CPU ops run on engines without streams)
     complete_async_replayed(op, error, ready);
     return;
   }
   signal_fences(op, op->error);
-  complete_uses(op, ready, ran_signal());
+  complete_uses(op, ready, learned.empty() ? ran_signal() : learned_signal(op, learned));
 }
 
 // An async op's successors are granted at its completion, but it stays in flight until its function has returned too
@@ -165,6 +168,31 @@ void EngineCore::finish(OpRecord* op, TaskList& ready, const VarSignal* signal) 
 }
 
 const VarSignal* EngineCore::ran_signal() const noexcept { return has_streams_ ? &kNoSignal : nullptr; }
+
+// The signal of an async op completed with `learned` (Completion::operator()(error, learned)): each entry, recorded as
+// completed on the tracker (its axis registered there first if the tracker has room; an entry that does not fit is
+// left out, which only forgets that it completed), becomes part of what the op hands on. Its function has returned or
+// no longer reads its wait frontier (RunContext::waits), whose storage this reuses.
+const VarSignal* EngineCore::learned_signal(OpRecord* op, std::span<const FrontierEntry> learned) noexcept {
+  if (!has_streams_) return nullptr;
+  op->requirement.clear();
+  for (const FrontierEntry& entry : learned) {
+    if (entry.axis.is_null() || entry.epoch == 0 || entry.epoch > kMaxTrackedEpoch) continue;
+    TrackedAxis tracked = tracker_.find(entry.axis);
+    if (!tracked) {
+      try {
+        tracked = tracker_.register_axis(entry.axis);
+      } catch (const std::exception&) {  // full, or registered by another completion meanwhile
+        tracked = tracker_.find(entry.axis);
+        if (!tracked) continue;
+      }
+    }
+    (void)tracker_.advance(tracked, entry.epoch);
+    // Never tainted: the signal holds registered axes only, at most as many as a frontier holds.
+    op->requirement.insert_or_raise(entry.axis, entry.epoch);
+  }
+  return &op->requirement;
+}
 
 // A skipped op did not wait for its wait frontier, so its successors must: its signal passes the frontier on.
 const VarSignal* EngineCore::skipped_signal(const OpRecord* op) const noexcept {

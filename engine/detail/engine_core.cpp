@@ -220,7 +220,9 @@ std::uint32_t EngineCore::executor_index(const Executor* executor) const noexcep
 
 namespace depengine {
 
-void Completion::operator()(std::exception_ptr error) const {
+void Completion::operator()(std::exception_ptr error) const { (*this)(std::move(error), {}); }
+
+void Completion::operator()(std::exception_ptr error, std::span<const FrontierEntry> learned) const {
   std::uint64_t expected = ticket_;
   // acq_rel: the release publishes this thread's work on the op to whoever recycles the record (release_hold's
   // acquire); the acquire pairs with execute()'s stores before the function ran. Only one call can win.
@@ -228,7 +230,7 @@ void Completion::operator()(std::exception_ptr error) const {
                                            std::memory_order_relaxed)) {
     throw Error("Completion called more than once for the same op");
   }
-  op_->engine->complete_async(op_, std::move(error));
+  op_->engine->complete_async(op_, std::move(error), learned);
 }
 
 }  // namespace depengine

@@ -136,8 +136,10 @@ class EngineCore final : public ExecutorHost {
   // completion.cpp: ExecutorHost::execute, and the completion of async ops.
   void execute(Task& task, int worker, TaskList& ready) noexcept override;
   // Completes async op `op` on behalf of a Completion that has already claimed the op's ticket.
-  void complete_async(OpRecord* op, std::exception_ptr error);
-  void complete_async_uses(OpRecord* op, const std::exception_ptr& error, TaskList& ready) noexcept;
+  // `learned`: see Completion::operator()(error, learned).
+  void complete_async(OpRecord* op, std::exception_ptr error, std::span<const FrontierEntry> learned);
+  void complete_async_uses(OpRecord* op, const std::exception_ptr& error, std::span<const FrontierEntry> learned,
+                           TaskList& ready) noexcept;
 
   // stream_ops.cpp: the rest of ExecutorHost.
   [[nodiscard]] Tracker& tracker() noexcept override { return tracker_; }
@@ -204,6 +206,7 @@ class EngineCore final : public ExecutorHost {
   void complete_uses(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept;
   void poison(const OpRecord* op, VarState* var, const VarUse& use, const std::exception_ptr& error) noexcept;
   [[nodiscard]] const VarSignal* ran_signal() const noexcept;
+  [[nodiscard]] const VarSignal* learned_signal(OpRecord* op, std::span<const FrontierEntry> learned) noexcept;
   [[nodiscard]] const VarSignal* skipped_signal(const OpRecord* op) const noexcept;
   void release_hold(OpRecord* op) noexcept;
   // The op is done: out of the in-flight count, its record back to the pool, and out of its scope's count (after the

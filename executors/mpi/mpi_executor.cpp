@@ -13,6 +13,8 @@ namespace {
 
 // MpiExecutors alive in the process: a second one needs MPI_THREAD_MULTIPLE (two progress threads call MPI at once).
 std::atomic<int> g_live_executors{0};
+// The collective axes' ordinals taken in this process, counted down from Axis::kMaxOrdinal (see collective_axis()).
+std::atomic<std::uint64_t> g_collective_axes{0};
 
 void check(int code, const char* call) {
   if (code != MPI_SUCCESS)
@@ -63,6 +65,13 @@ MpiExecutor::MpiExecutor(MPI_Comm comm) {
     int found = 0;
     check(MPI_Comm_get_attr(errors_, MPI_TAG_UB, &tag_ub, &found), "MPI_Comm_get_attr");
     if (found != 0) tag_limit_ = *tag_ub;
+    // The collective axis: every rank takes the next ordinal none of them has used (the highest count among them),
+    // so the executors of one communicator name the same axis on every rank, and no two communicators do in a process.
+    // relaxed: a count; executors are made by one thread at a time (a collective constructor).
+    std::uint64_t taken = g_collective_axes.load(std::memory_order_relaxed);
+    check(MPI_Allreduce(MPI_IN_PLACE, &taken, 1, MPI_UINT64_T, MPI_MAX, comm_), "MPI_Allreduce");
+    g_collective_axes.store(taken + 1, std::memory_order_relaxed);
+    collective_axis_ = Axis::make(0, kClusterMachine, AxisDomain::kCollective, Axis::kMaxOrdinal - taken);
   } catch (...) {
     if (errors_ != MPI_COMM_NULL) MPI_Comm_free(&errors_);
     if (comm_ != MPI_COMM_NULL) MPI_Comm_free(&comm_);

@@ -49,6 +49,7 @@
 #include <thread>
 #include <vector>
 
+#include "engine/frontier/axis.h"
 #include "executors/executor.h"
 #include "executors/mpi/rank_error.h"
 #include "support/small_function.h"
@@ -84,6 +85,14 @@ class MpiExecutor final : public Executor {
   [[nodiscard]] MPI_Comm comm() const noexcept { return comm_; }
   [[nodiscard]] int rank() const noexcept { return rank_; }
   [[nodiscard]] int size() const noexcept { return size_; }
+
+  // The machine index (Axis::machine) of the axes that name the whole job rather than one process.
+  static constexpr std::uint8_t kClusterMachine = 255;
+  // The communicator's collective axis (AxisDomain::kCollective, machine kClusterMachine, an ordinal counted down from
+  // Axis::kMaxOrdinal that the ranks agree on at construction): the same value on every rank. Collective k of the
+  // executor (ticket k) completes epoch k + 1 on it, so what follows a collective on any rank knows it as one entry,
+  // however many ranks took part (distributed/communicator.h).
+  [[nodiscard]] Axis collective_axis() const noexcept { return collective_axis_; }
 
   void start(ExecutorHost& host) override;
   void submit(Task& task) noexcept override;
@@ -142,7 +151,8 @@ class MpiExecutor final : public Executor {
   MPI_Comm errors_ = MPI_COMM_NULL;  // owned: the duplicate error exchanges use
   int rank_ = 0;
   int size_ = 0;
-  int tag_limit_ = 32767;         // MPI_TAG_UB of errors_
+  int tag_limit_ = 32767;  // MPI_TAG_UB of errors_
+  Axis collective_axis_{};
   ExecutorHost* host_ = nullptr;  // not owned: the engine, from start() to stop()
   std::unique_ptr<Io> io_;
   std::thread::id progress_thread_{};

@@ -111,7 +111,7 @@ StreamExecutor::StreamExecutor(std::unique_ptr<StreamBackend> backend, StreamExe
   compute_streams_ = options.compute_streams;
   copy_streams_ = options.copy_streams;
   channels_ = options.collective_channels;
-  const AxisAllocator axes;
+  const AxisAllocator axes(options.machine);
   auto add = [&](std::uint32_t device, StreamKind kind, std::uint32_t index) {
     auto stream = std::make_unique<Stream>();
     stream->owner = this;

@@ -111,6 +111,9 @@ struct StreamExecutorOptions {
   std::uint32_t collective_channels = 0;
   std::string name = "stream";  // Executor::name(), e.g. "cuda"
   StreamCompletion completion = StreamCompletion::kAuto;
+  // The machine index its streams' axes carry (Axis::machine): the process's rank in a job of several processes (its
+  // MPI rank, below 256), so that frontiers that travel between processes never alias (distributed/communicator.h).
+  std::uint8_t machine = 0;
 };
 
 // Where a stream op is being issued: what its function receives as RunContext::stream.

@@ -237,7 +237,7 @@ void Buffers::deallocate(Buffer& buffer, std::int32_t stream, StreamKind kind) {
     // of that write, whose own completion implies the uses before it: once these have completed, every user has.
     // Any stream that knows them, the one this deletion is issued on included, reuses the block at once.
     // On a CPU executor the deletion runs after its users completed: nothing to wait for (an empty frontier).
-    to->release(PoolBlock{data, state->block_bytes}, ctx.waits != nullptr ? *ctx.waits : DeathFrontier{});
+    to->release(PoolBlock{data, state->block_bytes}, ctx.stream != nullptr ? *ctx.waits : DeathFrontier{});
   };
   try {
     engine().DeleteVariable(buffer.var_, std::move(release_block), options);

@@ -293,11 +293,21 @@ TEST_CASE("placement: devices, kinds, pinned streams, and what a stream op's fun
   CHECK(seen[2].device == 0);
   CHECK(seen[2].kind == StreamKind::kCopy);
   CHECK(streams.stats().ops_issued == 3);
-  // A CPU op sees no stream.
+  // A CPU op sees no stream, and as its waits what it waited for, completed: the signal of the stream op before it.
+  Var u = engine.NewVariable();
+  StreamPlacement producer;
+  engine.Push([&](const RunContext& ctx) { producer = *ctx.stream; }, {}, {u}, on_stream(1, 0, StreamKind::kCompute));
   bool cpu_stream_null = false;
-  engine.Push([&](const RunContext& ctx) { cpu_stream_null = ctx.stream == nullptr && ctx.waits == nullptr; }, {}, {v});
+  WaitFrontier cpu_waits;
+  engine.Push(
+      [&](const RunContext& ctx) {
+        cpu_stream_null = ctx.stream == nullptr;
+        if (ctx.waits != nullptr) cpu_waits = *ctx.waits;
+      },
+      {u}, {v});
   engine.WaitForVar(v);
   CHECK(cpu_stream_null);
+  CHECK(cpu_waits == WaitFrontier{{producer.axis, producer.epoch}});
   // A stream op sees its wait frontier: here the signal of the last op on v, issued on device 0's copy stream.
   WaitFrontier waits;
   engine.Push([&](const RunContext& ctx) { waits = *ctx.waits; }, {v}, {}, on_stream(0, 0, StreamKind::kCopy));
