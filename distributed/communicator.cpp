@@ -321,7 +321,10 @@ void Communicator::push(std::unique_ptr<CommunicatorCall> call, bool reads, OpNa
     MpiExecutor& mpi = MpiExecutor::of(ctx.executor);
     describe(ctx.input_error, mpi.rank(), call->header.flag);
     if (call->kind == CommunicatorCall::Kind::kSend && ctx.waits != nullptr) {  // what the receiver will learn
-      for (const FrontierEntry& entry : *ctx.waits) call->header.frontier[call->header.entries++] = entry;
+      for (const FrontierEntry& entry : *ctx.waits) {
+        if (call->header.entries == call->header.frontier.size()) break;  // not reached: a frontier holds as many
+        call->header.frontier[call->header.entries++] = entry;
+      }
     }
     call->input_error = call->header.flag.failed();
     prepare(*call, /*unrun=*/false);  // may throw (out of memory): the op then fails, and its hold takes part

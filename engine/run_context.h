@@ -33,8 +33,9 @@ struct RunContext {
   // them, or already follows them, before the work enqueued now). What a deletion hands a memory pool as the death
   // frontier of a block (memory/buffers/buffer.h). For a pushed op of a CPU executor on an engine with a stream
   // executor: the same signals, every one of them completed before the op started (what it knows has happened, which
-  // a message may carry to another process: distributed/communicator.h); an async op must not read it once it has
-  // called its Completion with learned entries (their storage is the same). Null otherwise.
+  // a message may carry to another process: distributed/communicator.h), or null if a stream it waited for failed; an
+  // async op must not read it once it has handed its Completion to anyone (a completion with learned entries reuses
+  // its storage). Null otherwise.
   const WaitFrontier* waits = nullptr;
 
   // Whether the op's CancelScope has been cancelled since the op started (cancel_scope.h). A long op may poll it and
@@ -70,8 +71,9 @@ class Completion {
   // a collective's completion. On an engine with a stream executor the engine records each as completed on its tracker
   // (knowing at most kMaxEngineAxes axes: an entry whose axis does not fit is left out, which only forgets that it
   // completed) and passes them to the op's successors with its signal, so an op that later finds one in its wait
-  // frontier needs no wait for it (StreamStats::waits_complete), and forwards it in turn. Elsewhere it is
-  // operator()(error).
+  // frontier needs no wait for it (StreamStats::waits_complete), and forwards it in turn. An entry on an axis of the
+  // engine's own executors passes on only if the engine already has it completed; it is never recorded (another
+  // process's axis that aliases one of ours must not declare our work done). Elsewhere it is operator()(error).
   void operator()(std::exception_ptr error, std::span<const FrontierEntry> learned) const;
 
  private:

@@ -1,5 +1,7 @@
 // Run and complete: execute a ready CPU op (or skip it on an input error), complete its uses in their queues (granting
 // successors into the caller's ready list), retire it and recycle its record; and the completion of async ops.
+#include <algorithm>
+#include <stdexcept>
 #include <utility>
 
 #include "engine/detail/engine_core.h"
@@ -83,9 +85,11 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
     return;
   }
   const RunningScope running(this, &ready, op->owner);
-  // With streams, what the op waited for (all of it completed): a message may carry it (RunContext::waits).
-  RunContext ctx{op->name_view(), worker, op->executor(), nullptr, has_streams_ ? &op->requirement : nullptr,
-                 op->scope};
+  // With streams, what the op waited for, all of it completed (unless a stream it waited for failed): a message may
+  // carry it (RunContext::waits).
+  RunContext ctx{
+      op->name_view(), worker, op->executor(), nullptr, has_streams_ && !op->waits_failed ? &op->requirement : nullptr,
+      op->scope};
   if (op->no_skip) [[unlikely]]
     ctx.input_error = first_input_error(op);
   TraceRecorder* trace = op->trace_op != 0 ? trace_.recorder() : nullptr;
@@ -171,23 +175,35 @@ const VarSignal* EngineCore::ran_signal() const noexcept { return has_streams_ ?
 
 // The signal of an async op completed with `learned` (Completion::operator()(error, learned)): each entry, recorded as
 // completed on the tracker (its axis registered there first if the tracker has room; an entry that does not fit is
-// left out, which only forgets that it completed), becomes part of what the op hands on. Its function has returned or
-// no longer reads its wait frontier (RunContext::waits), whose storage this reuses.
+// left out, which only forgets that it completed), becomes part of what the op hands on. An entry on an axis of this
+// engine's own executors is never recorded: it passes on only if the tracker already has it completed (a frontier
+// that came back), and is dropped otherwise (an axis of another process that aliases ours, its machine index not set
+// apart), since advancing it would declare this engine's own work complete before it is. The op's function has
+// returned or no longer reads its wait frontier (RunContext::waits), whose storage this reuses.
 const VarSignal* EngineCore::learned_signal(OpRecord* op, std::span<const FrontierEntry> learned) noexcept {
   if (!has_streams_) return nullptr;
   op->requirement.clear();
   for (const FrontierEntry& entry : learned) {
     if (entry.axis.is_null() || entry.epoch == 0 || entry.epoch > kMaxTrackedEpoch) continue;
+    const bool ours = std::any_of(executors_.begin(), executors_.end(),
+                                  [&](const std::unique_ptr<Executor>& e) { return e->owns_axis(entry.axis); });
     TrackedAxis tracked = tracker_.find(entry.axis);
-    if (!tracked) {
-      try {
-        tracked = tracker_.register_axis(entry.axis);
-      } catch (const std::exception&) {  // full, or registered by another completion meanwhile
-        tracked = tracker_.find(entry.axis);
-        if (!tracked) continue;
+    if (ours) {
+      if (!tracked || tracker_.completed(tracked) < entry.epoch) continue;
+    } else {
+      // relaxed: a hint that spares a throw per entry once the tracker is full; a stale false only tries once more.
+      if (!tracked && !tracker_full_.load(std::memory_order_relaxed)) {
+        try {
+          tracked = tracker_.register_axis(entry.axis);
+        } catch (const std::length_error&) {  // full: entries on new axes are left out from now on
+          tracker_full_.store(true, std::memory_order_relaxed);
+        } catch (const std::exception&) {  // registered by another completion meanwhile
+          tracked = tracker_.find(entry.axis);
+        }
       }
+      if (!tracked) continue;
+      (void)tracker_.advance(tracked, entry.epoch);
     }
-    (void)tracker_.advance(tracked, entry.epoch);
     // Never tainted: the signal holds registered axes only, at most as many as a frontier holds.
     op->requirement.insert_or_raise(entry.axis, entry.epoch);
   }

@@ -258,6 +258,8 @@ class EngineCore final : public ExecutorHost {
   // Completed epochs of every stream axis; stream executors register their axes in start(). Declared before nothing
   // that outlives it: executors are stopped (shutdown) before the tracker is destroyed.
   Tracker tracker_;
+  // Set once registering a learned axis found the tracker full (learned_signal); relaxed, a hint.
+  std::atomic<bool> tracker_full_{false};
   EngineTrace trace_;
   ErrorLog errors_;
   InFlight in_flight_;

@@ -95,6 +95,7 @@ struct OpRecord final : Task, OpNode {
     issued_at = FrontierEntry{};
     next_fence = 0;
     stream_graph = nullptr;
+    waits_failed = false;
   }
 
   void place(std::uint32_t device, StreamKind kind, std::int32_t stream) noexcept {
@@ -185,6 +186,9 @@ struct OpRecord final : Task, OpNode {
   // The graph a replay of stream ops runs (stream_graph.h), or null: its steps' mutations are counted, and an input
   // whose stream failed skips it whole, even where its function does not run.
   StreamGraph* stream_graph = nullptr;
+  // A stream the op waited for failed (take_input_error): its wait frontier names work that never completed, so its
+  // function is not shown it (RunContext::waits).
+  bool waits_failed = false;
 };
 
 // The layout above. offsetof on a class with bases is conditionally supported; GCC and Clang support it for non-virtual

@@ -43,6 +43,7 @@ void EngineCore::unparked(TrackerWaiter& waiter, std::exception_ptr error) noexc
 // A stream the op waited for failed. The op holds every grant, so the variables it uses exclusively take the error
 // (a WaitForVar finds it there); the op itself is skipped unless it is no_skip.
 void EngineCore::take_input_error(OpRecord* op, const std::exception_ptr& error) noexcept {
+  op->waits_failed = true;
   for (std::uint32_t i = 0; i < op->num_uses; ++i) {
     const VarUse& use = op->uses[i];
     VarState* var = state_of(use);

@@ -9,7 +9,9 @@
 // common collectives and messages on this.
 //
 // Threading level. Every MPI call of the executor is made on its progress thread, except those of the constructor
-// (MPI_Comm_dup and queries) and the destructor (MPI_Comm_free), which run on the calling thread, and error_string().
+// (MPI_Comm_dup, queries, and an MPI_Allreduce that agrees on the collective axis) and the destructor (MPI_Comm_free),
+// which run on the calling thread, and error_string(). Construct a process's MpiExecutors from one thread at a time
+// (their collective axes are numbered in construction order).
 // So MPI must be initialised with at least MPI_THREAD_SERIALIZED, and while the executor lives the application makes
 // no MPI call of its own concurrently with it (MPI_THREAD_MULTIPLE lifts that, and is needed for two MpiExecutors
 // in one process). The constructor checks the level.
@@ -91,7 +93,8 @@ class MpiExecutor final : public Executor {
   // The communicator's collective axis (AxisDomain::kCollective, machine kClusterMachine, an ordinal counted down from
   // Axis::kMaxOrdinal that the ranks agree on at construction): the same value on every rank. Collective k of the
   // executor (ticket k) completes epoch k + 1 on it, so what follows a collective on any rank knows it as one entry,
-  // however many ranks took part (distributed/communicator.h).
+  // however many ranks took part (distributed/communicator.h). Collectives may complete out of order: an epoch says
+  // that its collective completed, not the ones before it.
   [[nodiscard]] Axis collective_axis() const noexcept { return collective_axis_; }
 
   void start(ExecutorHost& host) override;

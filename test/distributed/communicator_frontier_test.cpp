@@ -29,15 +29,15 @@ int world_rank() {
   return rank;
 }
 
-// A CPU pool, the MpiExecutor, and host streams whose axes carry this rank as their machine index.
-EngineOptions options() {
+// A CPU pool, the MpiExecutor, and host streams whose axes carry `machine` (by default this rank) as their machine
+// index.
+EngineOptions options(int machine = world_rank()) {
   EngineOptions options;
   options.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}));
   options.executors.push_back(std::make_unique<MpiExecutor>());
   options.executors.push_back(std::make_unique<StreamExecutor>(
       std::make_unique<HostStreamBackend>(HostStreamOptions{.devices = 1}),
-      StreamExecutorOptions{
-          .compute_streams = 2, .copy_streams = 0, .machine = static_cast<std::uint8_t>(world_rank())}));
+      StreamExecutorOptions{.compute_streams = 2, .copy_streams = 0, .machine = static_cast<std::uint8_t>(machine)}));
   return options;
 }
 
@@ -156,6 +156,39 @@ TEST_CASE("each MpiExecutor made in a process names a collective axis of its own
     second = Communicator(engine, kComm).executor().collective_axis().bits();
   }
   CHECK(first != second);
+}
+
+TEST_CASE("ranks whose stream axes alias (machine index left at 0) never mark each other's work complete",
+          "[distributed][frontier]") {
+  Engine engine(options(/*machine=*/0));  // every rank's stream 0 has the same axis bits
+  Communicator world(engine, kComm);
+  if (world.rank() > 1) return;
+  const StreamExecutor& executor = streams(engine);
+  const Axis stream0 = executor.axis(0, StreamKind::kCompute, 0);
+  std::vector<int> data(16, 0);
+  const Var var = engine.NewVariable();
+  if (world.rank() == 0) {
+    for (int k = 0; k < 50; ++k) engine.Push([](const RunContext&) {}, {}, {var}, on_stream(0));  // epoch 50
+    world.Send({var, data.data(), data.size() * sizeof(int)}, 1, /*tag=*/5);
+    engine.WaitForAll();
+    CHECK(executor.tracker().completed(stream0) == 50);
+    return;
+  }
+  // Rank 1 has issued one op on its stream 0; the message brings (its stream 0's bits, 50) from rank 0's.
+  engine.Push([](const RunContext&) {}, {}, {var}, on_stream(0));
+  world.Recv({var, data.data(), data.size() * sizeof(int)}, 0, /*tag=*/5);
+  std::vector<FrontierEntry> waits;
+  bool shown = false;
+  engine.Push(
+      [&](const RunContext& ctx) {
+        shown = ctx.waits != nullptr;
+        if (shown) waits.assign(ctx.waits->begin(), ctx.waits->end());
+      },
+      {var}, {});
+  engine.WaitForAll();
+  CHECK(executor.tracker().completed(stream0) == 1);  // its own one op, not rank 0's fifty
+  CHECK(shown);
+  CHECK(waits.empty());  // the aliasing entry was dropped, not passed on
 }
 
 }  // namespace
