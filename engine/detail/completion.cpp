@@ -30,9 +30,10 @@ const VarSignal kNoSignal;
 }  // namespace
 
 // Whether `op` is a replay of stream ops and its use `i` names a variable the graph ends (graph.h, "Variables of a
-// graph"): a failure of the whole replay leaves it clean for the next replay.
-bool ends_graph_var(const OpRecord* op, std::uint32_t i) noexcept {
-  return op->stream_graph != nullptr && op->stream_graph->uses()[i].ends;
+// graph"): a failure of the whole replay leaves it clean for the next replay. Only an engine with a stream executor
+// replays stream ops; elsewhere a pooled record's stream_graph is stale (OpRecord::prepare_cold resets it).
+bool EngineCore::ends_graph_var(const OpRecord* op, std::uint32_t i) const noexcept {
+  return has_streams_ && op->stream_graph != nullptr && op->stream_graph->uses()[i].ends;
 }
 
 // For a no_skip op about to run: the error an input carries, if any (RunContext::input_error). Stable while the op
@@ -85,13 +86,13 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
     return;
   }
   const RunningScope running(this, &ready, op->owner);
-  // With streams, what the op waited for, all of it completed (unless a stream it waited for failed): a message may
-  // carry it (RunContext::waits).
-  RunContext ctx{
-      op->name_view(), worker, op->executor(), nullptr, has_streams_ && !op->waits_failed ? &op->requirement : nullptr,
-      op->scope};
+  RunContext ctx{op->name_view(), worker, op->executor(), nullptr, nullptr, op->scope};
   if (op->no_skip) [[unlikely]]
     ctx.input_error = first_input_error(op);
+  // With streams, what the op waited for, all of it completed (unless a stream it waited for failed): a message may
+  // carry it (RunContext::waits).
+  if (has_streams_ && !op->waits_failed) [[unlikely]]
+    ctx.waits = &op->requirement;
   TraceRecorder* trace = op->trace_op != 0 ? trace_.recorder() : nullptr;
   const std::int64_t start = trace != nullptr ? trace->now() : 0;
   if (!op->async) {
@@ -228,8 +229,8 @@ void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* s
   for (std::uint32_t i = 0; i < op->num_uses; ++i) {
     VarUse& use = op->uses[i];
     VarState* var = state_of(use);
-    if (op->error != nullptr && use.access == Access::kWrite && !op->deletes_var && !ends_graph_var(op, i)) {
-      poison(op, var, use, op->error);
+    if (op->error != nullptr && use.access == Access::kWrite && !op->deletes_var) [[unlikely]] {
+      if (!ends_graph_var(op, i)) poison(op, var, use, op->error);
     }
     var->complete(use, signal, granted);
   }

@@ -68,8 +68,6 @@ class StreamGraph;
 
 // For a no_skip op about to run: the error one of its variables carries, or null (RunContext::input_error).
 [[nodiscard]] const std::exception_ptr* first_input_error(const OpRecord* op) noexcept;
-// Whether op's use `i` names a variable its replayed graph of stream ops ends (completion.cpp).
-[[nodiscard]] bool ends_graph_var(const OpRecord* op, std::uint32_t i) noexcept;
 
 class EngineCore final : public ExecutorHost {
  public:
@@ -205,6 +203,8 @@ class EngineCore final : public ExecutorHost {
   void finish(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept;
   void complete_uses(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept;
   void poison(const OpRecord* op, VarState* var, const VarUse& use, const std::exception_ptr& error) noexcept;
+  // Whether op's use `i` names a variable its replayed graph of stream ops ends.
+  [[nodiscard]] bool ends_graph_var(const OpRecord* op, std::uint32_t i) const noexcept;
   [[nodiscard]] const VarSignal* ran_signal() const noexcept;
   [[nodiscard]] const VarSignal* learned_signal(OpRecord* op, std::span<const FrontierEntry> learned) noexcept;
   [[nodiscard]] const VarSignal* skipped_signal(const OpRecord* op) const noexcept;
