@@ -8,11 +8,11 @@ bool VarQueue::append_locked(VarUse& use) noexcept {
   use.next = nullptr;  // not linked yet: nobody else reads it
   if (tail_ == nullptr) {
     if (use.access == Access::kRead) {
-      ++running_reads_;
+      ++granted_reads_;
       return true;
     }
     first_ = tail_ = &use;  // an exclusive use heading the list: runs once the reads before it are done
-    return running_reads_ == 0;
+    return wait_for_reads_locked();
   }
   // release: pairs with the acquire load in next_of(), so a fast path that sees the link sees `use` and its op's
   // counter, which the pusher set before appending.
@@ -36,12 +36,18 @@ bool VarQueue::append_locked(VarUse& use) noexcept {
     }
   }
   if (use.access == Access::kRead) {
-    assert(running_reads_ > 0 && "read completed twice");
+    assert(running_reads() > 0 && "read completed twice");
     // first_ is the first node here: no fast path runs while reads do (see Two cache lines).
     assert((tail_ == nullptr || first_locked() == first_) && "a fast path ran while reads were running");
-    if (--running_reads_ == 0 && tail_ != nullptr) grant(*first_, ready);
+    // seq_cst: as in complete()'s read path, of which this is the locked form.
+    const std::uint64_t completed = completed_reads_.fetch_add(1, std::memory_order_seq_cst) + 1;
+    // relaxed: written under lock_, which we hold.
+    if (waiting_for_.load(std::memory_order_relaxed) == completed) {
+      waiting_for_.store(0, std::memory_order_relaxed);
+      grant(*first_, ready);
+    }
   } else {
-    assert(tail_ != nullptr && first_locked() == &use && running_reads_ == 0 && "write completed out of order");
+    assert(tail_ != nullptr && first_locked() == &use && running_reads() == 0 && "write completed out of order");
     if (use.access == Access::kWrite) {
       // relaxed load and release store: as in complete().
       version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
@@ -55,7 +61,15 @@ bool VarQueue::append_locked(VarUse& use) noexcept {
 }
 
 void VarQueue::complete(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept {
-  if (use.access != Access::kRead && signal == nullptr) {
+  if (signal == nullptr) {
+    if (use.access == Access::kRead) {  // see Reads complete without the lock
+      // seq_cst: the read's side of the Dekker pair with wait_for_reads_locked(); and a release, in the sequence the
+      // granting side reads, of what the read did.
+      const std::uint64_t completed = completed_reads_.fetch_add(1, std::memory_order_seq_cst) + 1;
+      // seq_cst: as above.
+      if (waiting_for_.load(std::memory_order_seq_cst) == completed) read_done(completed, ready);
+      return;
+    }
     VarUse* next = next_of(use);
     if (next != nullptr && next->access != Access::kRead) {  // the fast path (see Two cache lines)
       done_lock_.lock();
@@ -78,18 +92,44 @@ void VarQueue::complete(const VarUse& use, const VarSignal* signal, ReadyList& r
 // Grants the reads at the front of the list that starts at `front` (they leave it), then makes what remains the list:
 // its first node, an exclusive use, is granted if no read runs.
 void VarQueue::grant_front_reads(VarUse* front, ReadyList& ready) noexcept {
+  if (front == nullptr) {  // the list is empty (a chain's or independent work's every completion): nothing to grant
+    first_ = tail_ = nullptr;
+    return;
+  }
   while (front != nullptr && front->access == Access::kRead) {
     VarUse* read = front;
-    front = read->next;  // before the grant: the read's op may then run, but cannot complete while we hold lock_
-    ++running_reads_;
+    front = read->next;  // before the grant: the read's op may then run (and complete: it need not take lock_)
+    ++granted_reads_;
     grant(*read, ready);
   }
   first_ = front;
   if (front == nullptr) {
     tail_ = nullptr;
-  } else if (running_reads_ == 0) {
+  } else if (wait_for_reads_locked()) {
     grant(*front, ready);
   }
+}
+
+bool VarQueue::wait_for_running_reads_locked() noexcept {
+  // seq_cst, this store and the load: the waiter's side of the Dekker pair with a completing read (complete()): the
+  // last read sees this target, or this load sees its increment.
+  waiting_for_.store(granted_reads_, std::memory_order_seq_cst);
+  completed_seen_ = completed_reads_.load(std::memory_order_seq_cst);
+  if (completed_seen_ != granted_reads_) return false;  // the last read grants the node
+  // relaxed: under lock_; a read that saw the target takes lock_ after us and finds it cleared.
+  waiting_for_.store(0, std::memory_order_relaxed);
+  return true;
+}
+
+void VarQueue::read_done(std::uint64_t completed, ReadyList& ready) noexcept {
+  lock_.lock();
+  // relaxed: written under lock_, which we hold. Still our target: nobody granted the node meanwhile (it cannot have
+  // completed, nor another node taken its place, while it waited for this read).
+  if (waiting_for_.load(std::memory_order_relaxed) == completed) {
+    waiting_for_.store(0, std::memory_order_relaxed);
+    grant(*first_, ready);
+  }
+  lock_.unlock();
 }
 
 }  // namespace depengine

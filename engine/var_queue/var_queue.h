@@ -6,15 +6,15 @@
 //
 // State:
 //
-//     running_reads_ = 2            first node                        tail_
-//     (granted, not complete)       v                                 v
-//                                   [W1] -> [R3] -> [R4] -> [W5] -> [R6]
-//                                   first write: granted once running_reads_ is 0
+//     running reads = 2             first node                        tail_
+//     (granted_reads_ -             v                                 v
+//      completed_reads_)            [W1] -> [R3] -> [R4] -> [W5] -> [R6]
+//                                   first write: granted once no read runs
 //
-//   - A read appended while the list is empty is granted at once (running_reads_ + 1); otherwise it waits in the list.
+//   - A read appended while the list is empty is granted at once (granted_reads_ + 1); otherwise it waits in the list.
 //     (A grant at append is returned to the pusher, which counts it itself. See append_locked().)
 //   - A write appended to an empty list becomes the first node, granted at once if no read is running.
-//   - When the last running read completes, the first node (a write) is granted.
+//   - When the last running read completes (completed_reads_ + 1), the first node (a write) is granted.
 //   - When the first write completes it leaves the list, the version moves on, and the reads now at the front are
 //     granted together and leave the list; if a write then heads the list and no read is running, it is granted.
 //
@@ -23,15 +23,29 @@
 // Two cache lines, one per side, so that a pusher running ahead of a chain and the thread completing it do not trade
 // a line per op:
 //   - the pushers' line: lock_, which pushers hold to append (and completions take on their slow path), the list's
-//     tail_, first_ (the first node as lock_'s holders know it), running_reads_, and the owner's generation;
-//   - the completers' line: done_lock_, head_ (the first node as the fast path moved it), and version_.
+//     tail_, first_ (the first node as lock_'s holders know it), granted_reads_ and completed_seen_, and the owner's
+//     generation;
+//   - the completers' line: done_lock_, head_ (the first node as the fast path moved it), version_, completed_reads_
+//     and waiting_for_.
 // The fast path: an exclusive use (write or sync) that completes while another exclusive use is already linked behind
 // it hands over to that use under done_lock_ alone, without touching the pushers' line: the new first node goes to
 // head_, and first_ is left stale until a slow path, which holds lock_, sets the first node again (and clears head_).
-// The first node is head_ when head_ is set, else first_; every completion but the fast path takes lock_. Where the
-// list's start matters to lock_'s holders alone — a read completion granting the write that waits for it — no fast
-// path can have run since first_ was set: a write waits for reads only when it was appended behind them or a slow path
-// granted them, and no exclusive use is granted meanwhile.
+// The first node is head_ when head_ is set, else first_; every completion but the fast path and a read's (below)
+// takes lock_. Where the list's start matters to lock_'s holders alone — the last read granting the write that waits
+// for it — no fast path can have run since first_ was set: a write waits for reads only when it was appended behind
+// them or a slow path granted them, and no exclusive use is granted meanwhile.
+//
+// Reads complete without the lock. A read's completion without a signal counts itself on the completers' line
+// (completed_reads_, a seq_cst increment) and takes no lock, so the readers of a fan-out do not trade the pushers' line
+// with the pusher. A first node that starts waiting for running reads (appended behind them, or left first by a
+// write's completion that granted reads) records in waiting_for_ the completed count it needs (the reads granted by
+// then: no read is granted while an exclusive use waits), then reads completed_reads_ again, under lock_, both seq_cst.
+// A completing read reads waiting_for_ after its increment: the one whose count equals it is the last, takes lock_ and
+// grants the first node unless waiting_for_ was cleared meanwhile. The two sides are a Dekker pair: the waiter sees the
+// last read's increment, or that read sees the waiter's target, or both, and whoever grants clears waiting_for_ under
+// lock_, so the node is granted exactly once. Happens-before: the reads' increments form one release sequence on
+// completed_reads_, which the granting side reads (seq_cst) before its grant.
+//
 // The link from a node to the next is written by its pusher (a release store, under lock_) and read by the fast path
 // (an acquire load, without lock_), so a node can be granted as soon as it is linked: its pusher must hold a grant of
 // its own until it has finished publishing (op_node.h).
@@ -62,7 +76,8 @@
 // one: a CPU-only engine's queue fits its two lines, and so does the engine's whole variable.
 //
 // Thread safety: lock()/append_locked() by pushing threads, complete() by completing threads, concurrently.
-// Cost: one spinlock acquisition per append and per completion, O(1) work plus one grant per op it releases. No
+// Cost: one spinlock acquisition per append and per completion (a read's without a signal: one increment, and the lock
+// only for the last read a waiting write needs), O(1) work plus one grant per op it releases. No
 // allocation, except carry_signals() once per queue.
 #pragma once
 
@@ -135,7 +150,7 @@ class VarQueue {
   }
 
   // True while no op uses or waits for the variable. Requires lock() held, or quiescence.
-  [[nodiscard]] bool idle_locked() const noexcept { return tail_ == nullptr && running_reads_ == 0; }
+  [[nodiscard]] bool idle_locked() const noexcept { return tail_ == nullptr && running_reads() == 0; }
 
   // For a report of what ops wait for (the engine's in-flight report): calls visit(reads, first) with both locks held,
   // where `reads` is the number of reads granted and not yet completed (they have left the list), and `first` the
@@ -147,7 +162,8 @@ class VarQueue {
   void inspect(Visit&& visit) {
     const std::lock_guard push_side(lock_);
     const std::lock_guard done_side(done_lock_);
-    visit(running_reads_, tail_ == nullptr ? static_cast<const VarUse*>(nullptr) : first_locked());
+    visit(static_cast<std::int32_t>(running_reads()),
+          tail_ == nullptr ? static_cast<const VarUse*>(nullptr) : first_locked());
   }
   // The use linked after `use` in the list, for inspect()'s visit.
   [[nodiscard]] static const VarUse* next_in_list(const VarUse& use) noexcept {
@@ -162,8 +178,11 @@ class VarQueue {
     assert(head_.load(std::memory_order_relaxed) == nullptr &&
            "an idle queue has no first node");  // relaxed: quiescent
     // relaxed: the queue is quiescent; whoever receives it next is handed it through the engine's variable-table
-    // mutex, which orders this store before their first use.
+    // mutex, which orders these stores before their first use.
     version_.store(0, std::memory_order_relaxed);
+    granted_reads_ = 0;
+    completed_seen_ = 0;
+    completed_reads_.store(0, std::memory_order_relaxed);
     if (signals_ != nullptr) *signals_ = Signals{};
   }
 
@@ -186,6 +205,24 @@ class VarQueue {
   }
   void complete_slow(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;
   void grant_front_reads(VarUse* front, ReadyList& ready) noexcept;
+  // Reads granted and not yet completed. Requires lock_ held (or quiescence).
+  [[nodiscard]] std::uint64_t running_reads() const noexcept {
+    // seq_cst: also the first node's side of the Dekker pair with a completing read (wait_for_reads_locked()).
+    return granted_reads_ - completed_reads_.load(std::memory_order_seq_cst);
+  }
+  // The first node, an exclusive use, waits for the running reads: true if none runs (grant it now); else it is left
+  // to the read that completes last. Requires lock_ held.
+  [[nodiscard]] bool wait_for_reads_locked() noexcept {
+    // Every granted read is known to have completed: no need to read the completers' line (a chain of writes never
+    // does). Otherwise look, and wait if some still run.
+    if (granted_reads_ == completed_seen_) return true;
+    // seq_cst: see wait_for_running_reads_locked().
+    completed_seen_ = completed_reads_.load(std::memory_order_seq_cst);
+    return granted_reads_ == completed_seen_ || wait_for_running_reads_locked();
+  }
+  [[nodiscard]] bool wait_for_running_reads_locked() noexcept;
+  // A read completed without a signal; called after counting it, with the count (see Reads complete without the lock).
+  void read_done(std::uint64_t completed, ReadyList& ready) noexcept;
 
  public:
   // The owner's: the engine numbers a variable slot's lives here (DeleteVariable moves it on; handles made earlier are
@@ -194,11 +231,13 @@ class VarQueue {
   std::atomic<std::uint32_t> generation{0};
 
  private:
-  // The pushers' line (see Two cache lines above). lock_ guards running_reads_, first_ and tail_.
+  // The pushers' line (see Two cache lines above). lock_ guards granted_reads_, first_ and tail_.
   support::Spinlock lock_;
-  std::int32_t running_reads_ = 0;  // granted reads not yet completed; all precede the first node
-  VarUse* first_ = nullptr;         // the first node, unless head_ is set; if non-null a write or sync use
-  VarUse* tail_ = nullptr;          // the last node; null exactly when the list is empty
+  // Reads ever granted; those not yet completed (see completed_reads_) precede the first node.
+  std::uint64_t granted_reads_ = 0;
+  std::uint64_t completed_seen_ = 0;  // completed_reads_ as lock_'s holders last read it (a lower bound of it)
+  VarUse* first_ = nullptr;           // the first node, unless head_ is set; if non-null a write or sync use
+  VarUse* tail_ = nullptr;            // the last node; null exactly when the list is empty
   // See Signals above: written under lock_ by complete(), read by granted users. Null while the queue carries none.
   struct Signals {
     VarSignal write;  // the last exclusive use's
@@ -207,10 +246,14 @@ class VarQueue {
   std::unique_ptr<Signals> signals_;
 
   // The completers' line. done_lock_ guards head_'s writes; version_ is written by the holder of the variable's
-  // exclusivity and read lock-free.
+  // exclusivity and read lock-free. completed_reads_ and waiting_for_: see Reads complete without the lock above.
   alignas(64) support::Spinlock done_lock_;
   std::atomic<VarUse*> head_{nullptr};  // the first node as the fast path moved it, or null (then first_ is)
   std::atomic<std::uint64_t> version_{0};
+  std::atomic<std::uint64_t> completed_reads_{0};  // reads ever completed
+  // While the first node, an exclusive use, waits for running reads: the count of completed reads it waits for (the
+  // reads granted when it started waiting); 0 otherwise. Written under lock_.
+  std::atomic<std::uint64_t> waiting_for_{0};
 };
 
 }  // namespace depengine
