@@ -42,7 +42,7 @@ bool VarQueue::append_locked(VarUse& use) noexcept {
     // seq_cst: as in complete()'s read path, of which this is the locked form.
     const std::uint64_t completed = completed_reads_.fetch_add(1, std::memory_order_seq_cst) + 1;
     // relaxed: written under lock_, which we hold.
-    if (waiting_for_.load(std::memory_order_relaxed) == completed) {
+    if (waiting_for_.load(std::memory_order_relaxed) == wait_key(use.tag, completed)) {
       waiting_for_.store(0, std::memory_order_relaxed);
       grant(*first_, ready);
     }
@@ -65,9 +65,11 @@ void VarQueue::complete(const VarUse& use, const VarSignal* signal, ReadyList& r
     if (use.access == Access::kRead) {  // see Reads complete without the lock
       // seq_cst: the read's side of the Dekker pair with wait_for_reads_locked(); and a release, in the sequence the
       // granting side reads, of what the read did.
-      const std::uint64_t completed = completed_reads_.fetch_add(1, std::memory_order_seq_cst) + 1;
-      // seq_cst: as above.
-      if (waiting_for_.load(std::memory_order_seq_cst) == completed) read_done(completed, ready);
+      const std::uint64_t key = wait_key(use.tag, completed_reads_.fetch_add(1, std::memory_order_seq_cst) + 1);
+      // seq_cst: as above. Once counted, the read may be the variable's last use: its write may run, the variable be
+      // deleted and its slot reused, and a write of the next life wait. The key names this life (the use's tag), so a
+      // read late to this load never matches that write's.
+      if (waiting_for_.load(std::memory_order_seq_cst) == key) read_done(key, ready);
       return;
     }
     VarUse* next = next_of(use);
@@ -113,7 +115,7 @@ void VarQueue::grant_front_reads(VarUse* front, ReadyList& ready) noexcept {
 bool VarQueue::wait_for_running_reads_locked() noexcept {
   // seq_cst, this store and the load: the waiter's side of the Dekker pair with a completing read (complete()): the
   // last read sees this target, or this load sees its increment.
-  waiting_for_.store(granted_reads_, std::memory_order_seq_cst);
+  waiting_for_.store(wait_key(first_->tag, granted_reads_), std::memory_order_seq_cst);
   completed_seen_ = completed_reads_.load(std::memory_order_seq_cst);
   if (completed_seen_ != granted_reads_) return false;  // the last read grants the node
   // relaxed: under lock_; a read that saw the target takes lock_ after us and finds it cleared.
@@ -121,11 +123,11 @@ bool VarQueue::wait_for_running_reads_locked() noexcept {
   return true;
 }
 
-void VarQueue::read_done(std::uint64_t completed, ReadyList& ready) noexcept {
+void VarQueue::read_done(std::uint64_t key, ReadyList& ready) noexcept {
   lock_.lock();
   // relaxed: written under lock_, which we hold. Still our target: nobody granted the node meanwhile (it cannot have
   // completed, nor another node taken its place, while it waited for this read).
-  if (waiting_for_.load(std::memory_order_relaxed) == completed) {
+  if (waiting_for_.load(std::memory_order_relaxed) == key) {
     waiting_for_.store(0, std::memory_order_relaxed);
     grant(*first_, ready);
   }

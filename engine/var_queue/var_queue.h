@@ -39,7 +39,8 @@
 // (completed_reads_, a seq_cst increment) and takes no lock, so the readers of a fan-out do not trade the pushers' line
 // with the pusher. A first node that starts waiting for running reads (appended behind them, or left first by a
 // write's completion that granted reads) records in waiting_for_ the completed count it needs (the reads granted by
-// then: no read is granted while an exclusive use waits), then reads completed_reads_ again, under lock_, both seq_cst.
+// then: no read is granted while an exclusive use waits), keyed with the variable's life (wait_key()), then reads
+// completed_reads_ again, under lock_, both seq_cst.
 // A completing read reads waiting_for_ after its increment: the one whose count equals it is the last, takes lock_ and
 // grants the first node unless waiting_for_ was cleared meanwhile. The two sides are a Dekker pair: the waiter sees the
 // last read's increment, or that read sees the waiter's target, or both, and whoever grants clears waiting_for_ under
@@ -156,8 +157,9 @@ class VarQueue {
   // where `reads` is the number of reads granted and not yet completed (they have left the list), and `first` the
   // first waiting use, or null, the list linked through VarUse::next: walk it with next_in_list(). The first is
   // granted, and so holds the variable, when it is a write or sync use and no read is running (a fast path may have
-  // granted it a moment before its grant reached the op's counter). Holding both locks, nothing in the list can
-  // complete; keep the visit short, since fast paths wait for it.
+  // granted it a moment before its grant reached the op's counter; and with no read running, the last read may be
+  // about to grant it, its count taken, its lock not yet). Holding both locks, nothing in the list can complete
+  // (running reads still can, without a lock); keep the visit short, since fast paths wait for it.
   template <class Visit>
   void inspect(Visit&& visit) {
     const std::lock_guard push_side(lock_);
@@ -177,6 +179,7 @@ class VarQueue {
   void reset_idle() noexcept {
     assert(head_.load(std::memory_order_relaxed) == nullptr &&
            "an idle queue has no first node");  // relaxed: quiescent
+    assert(waiting_for_.load(std::memory_order_relaxed) == 0 && "an idle queue has no waiting write");
     // relaxed: the queue is quiescent; whoever receives it next is handed it through the engine's variable-table
     // mutex, which orders these stores before their first use.
     version_.store(0, std::memory_order_relaxed);
@@ -221,8 +224,15 @@ class VarQueue {
     return granted_reads_ == completed_seen_ || wait_for_running_reads_locked();
   }
   [[nodiscard]] bool wait_for_running_reads_locked() noexcept;
-  // A read completed without a signal; called after counting it, with the count (see Reads complete without the lock).
-  void read_done(std::uint64_t completed, ReadyList& ready) noexcept;
+  // A read completed without a signal and found its key in waiting_for_ (see Reads complete without the lock).
+  void read_done(std::uint64_t key, ReadyList& ready) noexcept;
+  // What waiting_for_ holds while a write of the variable's life `tag` (VarUse::tag, the handle's generation) waits
+  // for `completed` reads to have completed: never 0 (none waits), and never equal across lives, so a read counted in
+  // one life cannot match a write waiting in the next (see complete()). The counts compare modulo 2^32 (the reads
+  // running at once are far fewer).
+  [[nodiscard]] static constexpr std::uint64_t wait_key(std::uint32_t tag, std::uint64_t completed) noexcept {
+    return std::uint64_t{1} << 63 | std::uint64_t{tag & 0x7fffffffU} << 32 | (completed & 0xffffffffU);
+  }
 
  public:
   // The owner's: the engine numbers a variable slot's lives here (DeleteVariable moves it on; handles made earlier are
@@ -251,8 +261,8 @@ class VarQueue {
   std::atomic<VarUse*> head_{nullptr};  // the first node as the fast path moved it, or null (then first_ is)
   std::atomic<std::uint64_t> version_{0};
   std::atomic<std::uint64_t> completed_reads_{0};  // reads ever completed
-  // While the first node, an exclusive use, waits for running reads: the count of completed reads it waits for (the
-  // reads granted when it started waiting); 0 otherwise. Written under lock_.
+  // While the first node, an exclusive use, waits for running reads: wait_key() of its life and of the count of
+  // completed reads it waits for (the reads granted when it started waiting); 0 otherwise. Written under lock_.
   std::atomic<std::uint64_t> waiting_for_{0};
 };
 
