@@ -37,18 +37,6 @@ std::vector<ExecutorFactory> graph_factories(bool recording = false) {
   return factories;
 }
 
-template <class Fn>
-[[nodiscard]] std::string error_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  } catch (...) {
-    return "(threw something other than depengine::Error)";
-  }
-  return "(threw nothing)";
-}
-
 TEST_CASE("a variable made and deleted in a capture: every replay uses it; its deleter runs once, at ~Graph",
           "[graph][graph-vars]") {
   for (const auto& factory : graph_factories()) {

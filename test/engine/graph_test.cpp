@@ -97,19 +97,6 @@ struct Gate {
   }
 };
 
-// The message of the Error that `fn` throws, or a note saying it threw something else or nothing.
-template <class Fn>
-[[nodiscard]] std::string error_message(Fn&& fn) {
-  try {
-    fn();
-  } catch (const Error& error) {
-    return error.what();
-  } catch (...) {
-    return "(threw something other than depengine::Error)";
-  }
-  return "(threw nothing)";
-}
-
 // Matches the message of a call refused inside a capture: it names the call (`what`, case-sensitive) and says why
 // ("capture", in any case). A class of its own: Catch's && keeps pointers to its operands, so a combination cannot be
 // returned from a helper.

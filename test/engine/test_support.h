@@ -32,6 +32,19 @@
 
 namespace depengine::test {
 
+// The message of the Error that `fn` throws, or a note saying it threw something else or nothing.
+template <class Fn>
+[[nodiscard]] std::string error_message(Fn&& fn) {
+  try {
+    fn();
+  } catch (const Error& error) {
+    return error.what();
+  } catch (...) {
+    return "(threw something other than depengine::Error)";
+  }
+  return "(threw nothing)";
+}
+
 // An op held open: everything queued behind it on what it uses waits, on every executor, until release(); no thread
 // blocks meanwhile. On an executor that takes async ops it is pushed with PushAsync and keeps its Completion until
 // release() calls it. A stream executor refuses PushAsync (executor_factories.h, takes_async), and it releases an op's
