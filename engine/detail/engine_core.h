@@ -170,6 +170,8 @@ class EngineCore final : public ExecutorHost {
   [[gnu::cold]] void run_pushed(OpRecord* op) noexcept;
   void push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn);
   void push_deletion(VarState* var, std::uint32_t generation, OpFunction deleter, const PushOptions& options);
+  [[nodiscard]] OpRecord* deletion_record(VarState* var, std::uint32_t generation, OpFunction deleter,
+                                          const PushOptions& options);
 
   // graph_capture.cpp
   void capture(OpRecord* op);

@@ -296,14 +296,8 @@ void EngineCore::capture_deletion(Var var, OpFunction deleter, const PushOptions
   owned.options.priority = options.priority;
   owned.options.name = options.name;
   recorded.owned.reserve(recorded.owned.size() + 1);
-  OpRecord* op = make_record(owned.options, false);
-  op->no_skip = true;
-  op->deletes_var = true;  // tells capture() that this is a variable's end
-  op->reserve_uses(1);
-  op->uses[0] = VarUse{state, op, nullptr, Access::kWrite, var.generation_};
-  op->num_uses = 1;
-  op->fn = OpFunction::make<false>([] {});
-  capture(op);  // recycles the record; throws if the graph cannot hold the op
+  // deletes_var tells capture() that this is a variable's end; the deleter waits for the graph's end.
+  capture(deletion_record(state, var.generation_, OpFunction::make<false>([] {}), owned.options));  // throws if refused
   state->lock();
   // relaxed: under the lock, as publish() moves a deleted variable's generation on.
   owned.tag = state->generation.load(std::memory_order_relaxed) + 1;

@@ -222,6 +222,12 @@ void EngineCore::delete_owned(OwnedVar& owned) {
 
 void EngineCore::push_deletion(VarState* var, std::uint32_t generation, OpFunction deleter,
                                const PushOptions& options) {
+  submit_new(deletion_record(var, generation, std::move(deleter), options), "DeleteVariable");
+}
+
+// The record of a deletion of `var` (whose handles are of `generation`), with `deleter` as its function.
+OpRecord* EngineCore::deletion_record(VarState* var, std::uint32_t generation, OpFunction deleter,
+                                      const PushOptions& options) {
   OpRecord* op = make_record(options, false);
   op->no_skip = true;  // the deleter runs whatever error the variable carries
   op->deletes_var = true;
@@ -229,7 +235,7 @@ void EngineCore::push_deletion(VarState* var, std::uint32_t generation, OpFuncti
   op->uses[0] = VarUse{var, op, nullptr, Access::kWrite, generation};
   op->num_uses = 1;
   op->fn = std::move(deleter);
-  submit_new(op, "DeleteVariable");
+  return op;
 }
 
 // Pushes an engine-internal op that uses `var` alone, exclusively, without counting as a mutation.
