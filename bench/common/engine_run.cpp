@@ -15,14 +15,17 @@ double ns_between(std::chrono::steady_clock::time_point start, std::chrono::stea
   return std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(ops);
 }
 
-// Pushes ops [0, count) of `workload` over `vars`, with empty bodies.
-void push_ops(Engine& engine, const Workload& workload, const std::vector<Var>& vars, std::size_t count) {
+// Pushes ops [0, count) of `workload` over `vars`, with empty bodies. With `peak`, also samples Engine::InFlight()
+// every PushTiming::kSampleEvery pushes and keeps the largest value there.
+void push_ops(Engine& engine, const Workload& workload, const std::vector<Var>& vars, std::size_t count,
+              std::size_t* peak = nullptr) {
   std::vector<Var> reads(workload.max_list()), mutates(workload.max_list());
   for (std::size_t op = 0; op < count; ++op) {
     std::size_t r = 0, m = 0;
     for (const std::uint32_t v : workload.reads(op)) reads[r++] = vars[v];
     for (const std::uint32_t v : workload.mutates(op)) mutates[m++] = vars[v];
     engine.Push([] {}, std::span<const Var>(reads.data(), r), std::span<const Var>(mutates.data(), m));
+    if (peak != nullptr && op % PushTiming::kSampleEvery == 0) *peak = std::max(*peak, engine.InFlight());
   }
 }
 
@@ -47,6 +50,20 @@ double run_workload(Engine& engine, const Workload& workload) {
   const auto stop = std::chrono::steady_clock::now();
   delete_vars(engine, vars);
   return ns_between(start, stop, workload.size());
+}
+
+PushTiming run_workload_timed(Engine& engine, const Workload& workload) {
+  const std::vector<Var> vars = make_vars(engine, workload);
+  PushTiming timing;
+  const auto start = std::chrono::steady_clock::now();
+  push_ops(engine, workload, vars, workload.size(), &timing.peak_in_flight);
+  const auto pushed = std::chrono::steady_clock::now();
+  engine.WaitForAll();
+  const auto stop = std::chrono::steady_clock::now();
+  delete_vars(engine, vars);
+  timing.ns_per_op = ns_between(start, stop, workload.size());
+  timing.push_ns_per_op = ns_between(start, pushed, workload.size());
+  return timing;
 }
 
 ReplayTiming replay_workload(Engine& engine, const Workload& workload) {

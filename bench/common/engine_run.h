@@ -15,6 +15,19 @@ namespace depengine::bench {
 // afterwards (untimed).
 double run_workload(Engine& engine, const Workload& workload);
 
+// run_workload, also telling which side bounds the run: the pushing thread, or the threads that run the ops.
+struct PushTiming {
+  double ns_per_op = 0;       // as run_workload's
+  double push_ns_per_op = 0;  // from the first Push to the return of the last
+  // The most ops in flight (Engine::InFlight) seen at one push in every kSampleEvery, a cost of one read of the
+  // engine's counters per kSampleEvery ops. Near EngineOptions::max_in_flight, the pusher ran ahead until the bound
+  // held it back: the run is bound by the threads that run the ops. Small, with push_ns_per_op close to ns_per_op:
+  // they kept up, and the run is bound by the pusher.
+  std::size_t peak_in_flight = 0;
+  static constexpr std::size_t kSampleEvery = 1024;
+};
+PushTiming run_workload_timed(Engine& engine, const Workload& workload);
+
 // A step of kReplayStep ops replayed, as a training loop replays its step (engine/graph.h).
 inline constexpr std::size_t kReplayStep = 10'000;
 struct ReplayTiming {

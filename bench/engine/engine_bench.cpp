@@ -80,6 +80,12 @@ Record measure(const std::string& workload, const std::string& system, int threa
   return {workload, system, threads, median(samples), runs};
 }
 
+// The median of what a measure()'s runs recorded beside their time, leaving out the first entry (its warm-up run's).
+double median_of_runs(std::vector<double> recorded) {
+  recorded.erase(recorded.begin());
+  return median(std::move(recorded));
+}
+
 // The run that count_instructions.sh has callgrind collect (--toggle-collect), so its name must stay unique.
 [[gnu::noinline]] double counted_run(Engine& engine, const Workload& workload) {
   return run_workload(engine, workload);
@@ -161,10 +167,24 @@ int main(int argc, char** argv) try {
     EngineOptions engine_options;
     engine_options.executors.push_back(system.make());
     Engine engine(std::move(engine_options));
+    const bool pool = system.name != "depengine-inline";
     for (const Workload& workload : workloads) {
       // The warm-up run fills the record pool and the variable table.
-      records.push_back(measure(workload.name(), system.name, system.threads, options.runs,
-                                [&] { return run_workload(engine, workload); }));
+      if (pool) {
+        std::vector<double> push, peak;
+        Record pushed = measure(workload.name(), system.name, system.threads, options.runs, [&] {
+          const PushTiming timing = run_workload_timed(engine, workload);
+          push.push_back(timing.push_ns_per_op);
+          peak.push_back(static_cast<double>(timing.peak_in_flight));
+          return timing.ns_per_op;
+        });
+        pushed.metrics.push_back({"push_ns_per_op", median_of_runs(push)});
+        pushed.metrics.push_back({"peak_in_flight", median_of_runs(peak)});
+        records.push_back(std::move(pushed));
+      } else {
+        records.push_back(measure(workload.name(), system.name, system.threads, options.runs,
+                                  [&] { return run_workload(engine, workload); }));
+      }
       if (!system.replay) continue;
       const double push_ns = records.back().ns_per_op;
       std::vector<double> capture;
@@ -173,7 +193,7 @@ int main(int argc, char** argv) try {
         capture.push_back(timing.capture_ns);
         return timing.run_ns;
       });
-      replay.metrics.push_back({"capture_ns_per_op", median(capture)});
+      replay.metrics.push_back({"capture_ns_per_op", median_of_runs(capture)});
       replay.metrics.push_back({"vs_push", replay.ns_per_op / push_ns});
       records.push_back(std::move(replay));
     }
