@@ -40,23 +40,12 @@ void delete_vars(Engine& engine, const std::vector<Var>& vars) {
   engine.WaitForAll();
 }
 
-}  // namespace
-
-double run_workload(Engine& engine, const Workload& workload) {
-  const std::vector<Var> vars = make_vars(engine, workload);
-  const auto start = std::chrono::steady_clock::now();
-  push_ops(engine, workload, vars, workload.size());
-  engine.WaitForAll();
-  const auto stop = std::chrono::steady_clock::now();
-  delete_vars(engine, vars);
-  return ns_between(start, stop, workload.size());
-}
-
-PushTiming run_workload_timed(Engine& engine, const Workload& workload) {
+// run_workload, and with `sample` run_workload_timed.
+PushTiming timed_run(Engine& engine, const Workload& workload, bool sample) {
   const std::vector<Var> vars = make_vars(engine, workload);
   PushTiming timing;
   const auto start = std::chrono::steady_clock::now();
-  push_ops(engine, workload, vars, workload.size(), &timing.peak_in_flight);
+  push_ops(engine, workload, vars, workload.size(), sample ? &timing.peak_in_flight : nullptr);
   const auto pushed = std::chrono::steady_clock::now();
   engine.WaitForAll();
   const auto stop = std::chrono::steady_clock::now();
@@ -65,6 +54,12 @@ PushTiming run_workload_timed(Engine& engine, const Workload& workload) {
   timing.push_ns_per_op = ns_between(start, pushed, workload.size());
   return timing;
 }
+
+}  // namespace
+
+double run_workload(Engine& engine, const Workload& workload) { return timed_run(engine, workload, false).ns_per_op; }
+
+PushTiming run_workload_timed(Engine& engine, const Workload& workload) { return timed_run(engine, workload, true); }
 
 ReplayTiming replay_workload(Engine& engine, const Workload& workload) {
   const std::vector<Var> vars = make_vars(engine, workload);

@@ -167,24 +167,21 @@ int main(int argc, char** argv) try {
     EngineOptions engine_options;
     engine_options.executors.push_back(system.make());
     Engine engine(std::move(engine_options));
-    const bool pool = system.name != "depengine-inline";
     for (const Workload& workload : workloads) {
       // The warm-up run fills the record pool and the variable table.
-      if (pool) {
-        std::vector<double> push, peak;
-        Record pushed = measure(workload.name(), system.name, system.threads, options.runs, [&] {
-          const PushTiming timing = run_workload_timed(engine, workload);
-          push.push_back(timing.push_ns_per_op);
-          peak.push_back(static_cast<double>(timing.peak_in_flight));
-          return timing.ns_per_op;
-        });
+      std::vector<double> push, peak;
+      Record pushed = measure(workload.name(), system.name, system.threads, options.runs, [&] {
+        const PushTiming timing = run_workload_timed(engine, workload);
+        push.push_back(timing.push_ns_per_op);
+        peak.push_back(static_cast<double>(timing.peak_in_flight));
+        return timing.ns_per_op;
+      });
+      // Which side set the pace (bench/README.md): only a pool has two.
+      if (system.name != "depengine-inline") {
         pushed.metrics.push_back({"push_ns_per_op", median_of_runs(push)});
         pushed.metrics.push_back({"peak_in_flight", median_of_runs(peak)});
-        records.push_back(std::move(pushed));
-      } else {
-        records.push_back(measure(workload.name(), system.name, system.threads, options.runs,
-                                  [&] { return run_workload(engine, workload); }));
       }
+      records.push_back(std::move(pushed));
       if (!system.replay) continue;
       const double push_ns = records.back().ns_per_op;
       std::vector<double> capture;
