@@ -15,8 +15,10 @@ double ns_between(std::chrono::steady_clock::time_point start, std::chrono::stea
   return std::chrono::duration<double, std::nano>(stop - start).count() / static_cast<double>(ops);
 }
 
-// Pushes ops [0, count) of `workload` over `vars`, with empty bodies. With `peak`, also samples Engine::InFlight()
-// every PushTiming::kSampleEvery pushes and keeps the largest value there.
+// Pushes ops [0, count) of `workload` over `vars`, with empty bodies. With kSample, also samples Engine::InFlight()
+// every PushTiming::kSampleEvery pushes and keeps the largest value in `peak`; without, the loop is the push alone
+// (count_instructions.sh counts it).
+template <bool kSample = false>
 void push_ops(Engine& engine, const Workload& workload, const std::vector<Var>& vars, std::size_t count,
               std::size_t* peak = nullptr) {
   std::vector<Var> reads(workload.max_list()), mutates(workload.max_list());
@@ -25,7 +27,9 @@ void push_ops(Engine& engine, const Workload& workload, const std::vector<Var>& 
     for (const std::uint32_t v : workload.reads(op)) reads[r++] = vars[v];
     for (const std::uint32_t v : workload.mutates(op)) mutates[m++] = vars[v];
     engine.Push([] {}, std::span<const Var>(reads.data(), r), std::span<const Var>(mutates.data(), m));
-    if (peak != nullptr && op % PushTiming::kSampleEvery == 0) *peak = std::max(*peak, engine.InFlight());
+    if constexpr (kSample) {
+      if (op % PushTiming::kSampleEvery == 0) *peak = std::max(*peak, engine.InFlight());
+    }
   }
 }
 
@@ -40,12 +44,13 @@ void delete_vars(Engine& engine, const std::vector<Var>& vars) {
   engine.WaitForAll();
 }
 
-// run_workload, and with `sample` run_workload_timed.
-PushTiming timed_run(Engine& engine, const Workload& workload, bool sample) {
+// run_workload, and with kSample run_workload_timed.
+template <bool kSample>
+PushTiming timed_run(Engine& engine, const Workload& workload) {
   const std::vector<Var> vars = make_vars(engine, workload);
   PushTiming timing;
   const auto start = std::chrono::steady_clock::now();
-  push_ops(engine, workload, vars, workload.size(), sample ? &timing.peak_in_flight : nullptr);
+  push_ops<kSample>(engine, workload, vars, workload.size(), &timing.peak_in_flight);
   const auto pushed = std::chrono::steady_clock::now();
   engine.WaitForAll();
   const auto stop = std::chrono::steady_clock::now();
@@ -57,9 +62,9 @@ PushTiming timed_run(Engine& engine, const Workload& workload, bool sample) {
 
 }  // namespace
 
-double run_workload(Engine& engine, const Workload& workload) { return timed_run(engine, workload, false).ns_per_op; }
+double run_workload(Engine& engine, const Workload& workload) { return timed_run<false>(engine, workload).ns_per_op; }
 
-PushTiming run_workload_timed(Engine& engine, const Workload& workload) { return timed_run(engine, workload, true); }
+PushTiming run_workload_timed(Engine& engine, const Workload& workload) { return timed_run<true>(engine, workload); }
 
 ReplayTiming replay_workload(Engine& engine, const Workload& workload) {
   const std::vector<Var> vars = make_vars(engine, workload);
