@@ -1,4 +1,9 @@
+#include <sys/mman.h>
+
+#include <cstddef>
+#include <cstdlib>
 #include <mutex>
+#include <new>
 #include <vector>
 
 #include "engine/detail/op_record.h"
@@ -30,9 +35,42 @@ struct Stack {
   }
 };
 
+// Where new records come from: chunks of 2 MiB, never freed, carved one record after another. The first chunk keeps the
+// system's default pages, so a program that never holds more than a few hundred ops costs only the pages it touches;
+// every later chunk is advised to be backed by a transparent huge page (madvise MADV_HUGEPAGE, a hint the kernel may
+// ignore). A pusher that runs ahead of its workers cycles through up to max_in_flight records, and each op a worker
+// then runs was written a window earlier: on 4 KiB pages that window costs a TLB miss per op besides the cache misses
+// (bench/README.md, "Push-bound or run-bound").
+class Chunks {
+ public:
+  static constexpr std::size_t kChunk = std::size_t{2} << 20;
+
+  // A new record; throws std::bad_alloc when no chunk can be had.
+  OpRecord* carve() {
+    if (left_ < sizeof(OpRecord)) {
+      void* chunk = std::aligned_alloc(kChunk, kChunk);  // aligned as a huge page must be
+      if (chunk == nullptr) throw std::bad_alloc();
+      if (advise_) (void)madvise(chunk, kChunk, MADV_HUGEPAGE);  // a hint: failure leaves default pages
+      advise_ = true;
+      next_ = static_cast<std::byte*>(chunk);
+      left_ = kChunk;
+    }
+    OpRecord* record = new (next_) OpRecord;
+    next_ += sizeof(OpRecord);
+    left_ -= sizeof(OpRecord);
+    return record;
+  }
+
+ private:
+  std::byte* next_ = nullptr;
+  std::size_t left_ = 0;
+  bool advise_ = false;  // the first chunk is not advised
+};
+
 struct Depot {
   std::mutex mutex;
   std::vector<Stack> full;  // magazines of kMagazine records; guarded by mutex
+  Chunks chunks;            // guarded by mutex
 
   static Depot& instance() {
     static Depot* depot = new Depot;  // immortal: threads may return magazines during static destruction
@@ -65,9 +103,9 @@ OpRecord* RecordPool::acquire() {
         local = depot.full.back();
         depot.full.pop_back();
       }
+      // A new batch: never freed (see op_record.h), reachable from the depot or a magazine while the process runs.
+      for (int i = local.size; i < kMagazine; ++i) local.push(depot.chunks.carve());
     }
-    // A new batch: never freed (see op_record.h), reachable from the depot or a magazine while the process runs.
-    for (int i = local.size; i < kMagazine; ++i) local.push(new OpRecord);
   }
   return local.pop();
 }
