@@ -30,6 +30,8 @@
 // The fast path: an exclusive use (write or sync) that completes while another exclusive use is already linked behind
 // it hands over to that use under done_lock_ alone, without touching the pushers' line: the new first node goes to
 // head_, and first_ is left stale until a slow path, which holds lock_, sets the first node again (and clears head_).
+// The fast path also starts fetching the two nodes behind the new first one (prefetch_behind()), which a chain pushed
+// far ahead of its completions would otherwise miss on one after the other.
 // The first node is head_ when head_ is set, else first_; every completion but the fast path and a read's (below)
 // takes lock_. Where the list's start matters to lock_'s holders alone — the last read granting the write that waits
 // for it — no fast path can have run since first_ was set: a write waits for reads only when it was appended behind
@@ -207,6 +209,7 @@ class VarQueue {
     return head != nullptr ? head : first_;
   }
   void complete_slow(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;
+  static void prefetch_behind(const VarUse& first) noexcept;
   void grant_front_reads(VarUse* front, ReadyList& ready) noexcept;
   // Reads granted and not yet completed. Requires lock_ held (or quiescence).
   [[nodiscard]] std::uint64_t running_reads() const noexcept {
