@@ -50,8 +50,8 @@ class Chunks {
     if (left_ < sizeof(OpRecord)) {
       void* chunk = std::aligned_alloc(kChunk, kChunk);  // aligned as a huge page must be
       if (chunk == nullptr) throw std::bad_alloc();
-      if (advise_) (void)madvise(chunk, kChunk, MADV_HUGEPAGE);  // a hint: failure leaves default pages
-      advise_ = true;
+      // Not the first chunk (next_ still null): advise it. A hint: failure leaves default pages.
+      if (next_ != nullptr) (void)madvise(chunk, kChunk, MADV_HUGEPAGE);
       next_ = static_cast<std::byte*>(chunk);
       left_ = kChunk;
     }
@@ -64,7 +64,6 @@ class Chunks {
  private:
   std::byte* next_ = nullptr;
   std::size_t left_ = 0;
-  bool advise_ = false;  // the first chunk is not advised
 };
 
 struct Depot {
