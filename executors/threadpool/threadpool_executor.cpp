@@ -91,6 +91,13 @@ bool ThreadPoolExecutor::has_shared_work() const noexcept {
   return inbox_.load(std::memory_order_relaxed) != nullptr || queued_.load(std::memory_order_relaxed) != 0;
 }
 
+Task* ThreadPoolExecutor::take_handoff() noexcept {
+  // relaxed: looking first keeps the line shared while it is empty. acquire: pairs with the release of the
+  // compare-exchange in keep_own(), so the task's record is visible.
+  if (handoff_.load(std::memory_order_relaxed) == nullptr) return nullptr;
+  return handoff_.exchange(nullptr, std::memory_order_acquire);
+}
+
 bool ThreadPoolExecutor::slots_empty() const noexcept {
   for (std::uint32_t i = 0; i < workers_; ++i) {
     // relaxed: a hint; steal() decides under the slot's lock.
@@ -99,7 +106,10 @@ bool ThreadPoolExecutor::slots_empty() const noexcept {
   return true;
 }
 
-bool ThreadPoolExecutor::has_work() const noexcept { return has_shared_work() || !slots_empty(); }
+bool ThreadPoolExecutor::has_work() const noexcept {
+  // relaxed: a hint; take_handoff() decides with its exchange.
+  return handoff_.load(std::memory_order_relaxed) != nullptr || has_shared_work() || !slots_empty();
+}
 
 // Moves the inbox into the ready queue, oldest first, and pops the task to start next (nullptr if none); `more` says
 // whether tasks remain queued.
@@ -153,8 +163,21 @@ Task* ThreadPoolExecutor::pop_own(Slot& own, bool& more) noexcept {
 }
 
 // The owner adds `count` tasks to its slot, up to its capacity (the rest go to the ready queue), and makes sure some
-// thread looks for work if more could run.
+// thread looks for work if more could run. A single task goes to the hand-off cell instead while a thread searches.
 void ThreadPoolExecutor::keep_own(Slot& own, TaskList& tasks, std::size_t count) noexcept {
+  // relaxed: hints. A thread searches for work and the cell is free: hand it the task directly.
+  if (count == 1 && searchers(counts_.load(std::memory_order_relaxed)) != 0 &&
+      handoff_.load(std::memory_order_relaxed) == nullptr) {
+    Task* task = tasks.pop_front();  // before the task is published: its taker may run and recycle it at once
+    Task* expected = nullptr;
+    // seq_cst: releases the task's record to take_handoff()'s acquire; and the giver's half of the Dekker pair with a
+    // drainer that gives up (next_task()), with the load of counts_ below.
+    if (handoff_.compare_exchange_strong(expected, task, std::memory_order_seq_cst, std::memory_order_relaxed)) {
+      start_drainer_if_none_searching(counts_.load(std::memory_order_seq_cst));
+      return;
+    }
+    tasks.push_back(task);
+  }
   TaskList overflow;
   {
     std::lock_guard guard(own.lock);
@@ -210,7 +233,8 @@ Task* ThreadPoolExecutor::steal(Slot* own, bool& more) noexcept {
 }
 
 // The next task for a thread of the pool (`own`: its slot) or a helper (null): its own slot's oldest, unless urgent
-// tasks wait in the ready queue; else the ready queue's next; else a share of another worker's slot.
+// tasks wait in the ready queue; else the one in the hand-off cell; else the ready queue's next; else a share of
+// another worker's slot.
 //
 // Every kFairness-th time a worker looks, it looks at the ready queue first, so that ops pushed from outside are not
 // held back for long by a worker whose completions keep refilling its slot.
@@ -226,7 +250,9 @@ Task* ThreadPoolExecutor::find(Slot* own, bool& more) noexcept {
   }
   Task* task = nullptr;
   if (own != nullptr && !shared_first) task = pop_own(*own, more);
+  if (task == nullptr && !shared_first) task = take_handoff();
   if (task == nullptr && has_shared_work()) task = pop_shared(more);
+  if (task == nullptr && shared_first) task = take_handoff();
   if (task == nullptr && own != nullptr && shared_first) task = pop_own(*own, more);
   if (task == nullptr) task = steal(own, more);
   if (task != nullptr && !more) more = !slots_empty();
@@ -271,8 +297,9 @@ bool ThreadPoolExecutor::try_help() noexcept {
 // Giving up is one half of a Dekker pair with submit(): the drainer leaves counts_ and then looks at the inbox once
 // more (seq_cst both); submit() pushes to the inbox and then reads counts_ (seq_cst both). One of the two sees the
 // other: either the drainer sees the op and comes back, or the submit sees the drainer gone and starts one. The same
-// pair holds with a worker that fills its empty slot (keep_own(): `loaded`, then counts_). The ready queue is looked
-// at under lock_, where every consumer changes it. So an op is never left queued with nobody searching.
+// pair holds with a worker that fills its empty slot or the hand-off cell (keep_own(): `loaded` or handoff_, then
+// counts_). The ready queue is looked at under lock_, where every consumer changes it. So an op is never left queued
+// with nobody searching.
 Task* ThreadPoolExecutor::next_task(Slot* own) {
   using Clock = std::chrono::steady_clock;
   Clock::time_point give_up{};
@@ -295,6 +322,8 @@ Task* ThreadPoolExecutor::next_task(Slot* own) {
         std::lock_guard guard(lock_);
         idle = queue_.empty() && inbox_.load(std::memory_order_seq_cst) == nullptr;
       }
+      // seq_cst: the drainer's half of the Dekker pair with keep_own()'s hand-off.
+      idle = idle && handoff_.load(std::memory_order_seq_cst) == nullptr;
       for (std::uint32_t i = 0; i < workers_ && idle; ++i) {
         // seq_cst: the drainer's half of the Dekker pair with keep_own().
         idle = !slots_[i].loaded.load(std::memory_order_seq_cst);

@@ -6,8 +6,8 @@
 // for `spin` (a cross-core wake costs about 10 us on these machines, so waiting that long first is cheap insurance),
 // then returns its thread to oneTBB, which parks it.
 //
-// Three places for a ready op, so that a submitting thread never waits for a worker and a fan-out made ready by a
-// completion stays with its worker (README.md):
+// Four places for a ready op, so that a submitting thread never waits for a worker, a fan-out made ready by a
+// completion stays with its worker, and a lone op it made ready reaches an idle worker in one line (README.md):
 //   - the inbox, where submit() puts an op: a lock-free stack, one compare-exchange per op and nothing else shared
 //     with the workers but that line; a drainer takes the whole stack at once.
 //   - the ready queue (a ReadyQueue: higher priority first, FIFO among equals), where drainers put what they take from
@@ -16,6 +16,9 @@
 //   - a slot per worker: the priority-0 ops its completions made ready beyond the one it runs next. The worker takes
 //     them oldest first; an idle worker steals the oldest half, a helping thread one, so none is stranded behind a
 //     worker blocked in a long op. Ops of a priority above 0 waiting in the ready queue go before a worker's slot.
+//   - the hand-off cell: when a completion made ready exactly one op beyond the one its worker runs next, and a thread
+//     is searching for work, the worker puts that op there instead of in its slot, and the searcher takes it with one
+//     exchange: one line crosses, where a steal moves the slot's flag, its lock and the op's link.
 //
 // Waking, "never more workers than there is work": at most one drainer searches for work at a time. A submit starts
 // a new drainer only when none is searching and fewer than `workers` exist; a searching drainer that finds work
@@ -121,6 +124,7 @@ class ThreadPoolExecutor final : public Executor {
   Task* next_task(Slot* own);
   [[nodiscard]] Task* find(Slot* own, bool& more) noexcept;
   [[nodiscard]] Task* pop_shared(bool& more) noexcept;
+  [[nodiscard]] Task* take_handoff() noexcept;
   [[nodiscard]] static Task* pop_own(Slot& own, bool& more) noexcept;
   [[nodiscard]] Task* steal(Slot* own, bool& more) noexcept;
   void keep_own(Slot& own, TaskList& tasks, std::size_t count) noexcept;
@@ -142,6 +146,9 @@ class ThreadPoolExecutor final : public Executor {
   alignas(64) std::atomic<Task*> inbox_{nullptr};
   // See kSearcher/kDrainer: written by submits that start a drainer and by drainers as they find work or give up.
   alignas(64) std::atomic<std::uint64_t> counts_{0};
+  // One task handed from a worker to a searching thread (keep_own()): what a completion made ready beyond the op its
+  // worker runs next, while another worker waits for work. Written by that worker, taken by whoever finds it first.
+  alignas(64) std::atomic<Task*> handoff_{nullptr};
   // Drainers and helpers only: the ready queue, under lock_, and its size, written under lock_ and read by spinning
   // drainers without it (a hint).
   alignas(64) support::Spinlock lock_;

@@ -361,6 +361,35 @@ TEST_CASE("a worker's own ready tasks are taken by another worker while it is bl
   CHECK(other.worker >= 0);
 }
 
+TEST_CASE("the one op a completion makes ready beside the next one runs on the worker searching for work",
+          "[executors][threadpool]") {
+  // Both workers up: `first` waits until `idler` has run on the other worker, which then searches for work (for up to
+  // 100 ms before it gives its thread back). `first` makes `blocker` and `other` ready: its worker runs `blocker` next
+  // and hands `other` to the searcher (the hand-off cell), and `blocker` waits for `other` to have run.
+  Watchdog watchdog("threadpool hand-off");
+  FakeHost host;
+  ThreadPoolExecutor pool(ThreadPoolOptions{.workers = 2, .spin = std::chrono::milliseconds(100)});
+  pool.start(host);
+  ScriptedTask first(&pool, 0), idler(&pool, 0), blocker(&pool, 0), other(&pool, 0);
+  std::atomic<bool> timed_out{false};
+  first.body = [&](int) {
+    // relaxed: read after stop(), which joins the workers.
+    if (!wait_until([&] { return idler.runs.load() == 1; })) timed_out.store(true, std::memory_order_relaxed);
+  };
+  blocker.body = [&](int) {
+    if (!wait_until([&] { return other.runs.load() == 1; })) timed_out.store(true, std::memory_order_relaxed);
+  };
+  first.successors = {&blocker, &other};
+  pool.submit(first);
+  pool.submit(idler);
+  REQUIRE(wait_until([&] { return blocker.runs.load() == 1; }));
+  pool.stop();
+  CHECK_FALSE(timed_out.load());
+  CHECK(blocker.thread == first.thread);
+  CHECK(idler.thread != first.thread);
+  CHECK(other.thread == idler.thread);
+}
+
 TEST_CASE("a waiting thread helps with a worker's own ready tasks", "[executors][threadpool]") {
   Watchdog watchdog("threadpool help from a slot");
   FakeHost host;
