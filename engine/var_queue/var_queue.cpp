@@ -52,13 +52,9 @@ void VarQueue::prefetch_behind(const VarUse& first) noexcept {
     assert(running_reads() > 0 && "read completed twice");
     // first_ is the first node here: no fast path runs while reads do (see Two cache lines).
     assert((tail_ == nullptr || first_locked() == first_) && "a fast path ran while reads were running");
-    // seq_cst: as in complete()'s read path, of which this is the locked form.
-    const std::uint64_t completed = completed_reads_.fetch_add(1, std::memory_order_seq_cst) + 1;
-    // relaxed: written under lock_, which we hold.
-    if (waiting_for_.load(std::memory_order_relaxed) == wait_key(use.tag, completed)) {
-      waiting_for_.store(0, std::memory_order_relaxed);
-      grant(*first_, ready);
-    }
+    // seq_cst: as in complete()'s read path, of which this is the locked form (the lock is for the signals).
+    const std::uint64_t key = wait_key(use.tag, completed_reads_.fetch_add(1, std::memory_order_seq_cst) + 1);
+    if (waiting_for_.load(std::memory_order_seq_cst) == key) read_done(key, ready);
   } else {
     assert(tail_ != nullptr && first_locked() == &use && running_reads() == 0 && "write completed out of order");
     if (use.access == Access::kWrite) {
@@ -127,25 +123,29 @@ void VarQueue::grant_front_reads(VarUse* front, ReadyList& ready) noexcept {
 }
 
 bool VarQueue::wait_for_running_reads_locked() noexcept {
+  // The node waits on the completers' line too, for the read that takes the key: head_, published by the store below.
+  // relaxed: nothing else writes head_ meanwhile (no exclusive use completes while one waits for reads).
+  head_.store(first_, std::memory_order_relaxed);
+  const std::uint64_t key = wait_key(first_->tag, granted_reads_);
   // seq_cst, this store and the load: the waiter's side of the Dekker pair with a completing read (complete()): the
   // last read sees this target, or this load sees its increment.
-  waiting_for_.store(wait_key(first_->tag, granted_reads_), std::memory_order_seq_cst);
+  waiting_for_.store(key, std::memory_order_seq_cst);
   completed_seen_ = completed_reads_.load(std::memory_order_seq_cst);
   if (completed_seen_ != granted_reads_) return false;  // the last read grants the node
-  // relaxed: under lock_; a read that saw the target takes lock_ after us and finds it cleared.
-  waiting_for_.store(0, std::memory_order_relaxed);
-  return true;
+  // The last read may have seen the key too: whoever takes it grants. relaxed on failure: we then do nothing.
+  std::uint64_t expected = key;
+  return waiting_for_.compare_exchange_strong(expected, 0, std::memory_order_seq_cst, std::memory_order_relaxed);
 }
 
 void VarQueue::read_done(std::uint64_t key, ReadyList& ready) noexcept {
-  lock_.lock();
-  // relaxed: written under lock_, which we hold. Still our target: nobody granted the node meanwhile (it cannot have
-  // completed, nor another node taken its place, while it waited for this read).
-  if (waiting_for_.load(std::memory_order_relaxed) == key) {
-    waiting_for_.store(0, std::memory_order_relaxed);
-    grant(*first_, ready);
+  // seq_cst: takes the key from the waiter's store, or loses it to the waiter's own compare-exchange (or to a read of
+  // the same count late to its load, which then grants the same node): the node is granted once. The success reads
+  // from the waiter's store, so head_, written before it, is the node; it cannot change before this grant (no other
+  // node comes first until the waiter has run). relaxed on failure: we then do nothing. relaxed load: ordered by the
+  // compare-exchange's success.
+  if (waiting_for_.compare_exchange_strong(key, 0, std::memory_order_seq_cst, std::memory_order_relaxed)) {
+    grant(*head_.load(std::memory_order_relaxed), ready);
   }
-  lock_.unlock();
 }
 
 }  // namespace depengine

@@ -32,22 +32,23 @@
 // head_, and first_ is left stale until a slow path, which holds lock_, sets the first node again (and clears head_).
 // The fast path also starts fetching the two nodes behind the new first one (prefetch_behind()), which a chain pushed
 // far ahead of its completions would otherwise miss on one after the other.
-// The first node is head_ when head_ is set, else first_; every completion but the fast path and a read's (below)
-// takes lock_. Where the list's start matters to lock_'s holders alone — the last read granting the write that waits
-// for it — no fast path can have run since first_ was set: a write waits for reads only when it was appended behind
-// them or a slow path granted them, and no exclusive use is granted meanwhile.
+// The first node is head_ when head_ is set, else first_; every completion but the fast path and a read's without a
+// signal (below) takes lock_. A first node that starts waiting for reads is made head_ too, under lock_, so that the
+// read that grants it finds it on the completers' line: no fast path runs meanwhile (no exclusive use is granted while
+// reads run).
 //
 // Reads complete without the lock. A read's completion without a signal counts itself on the completers' line
 // (completed_reads_, a seq_cst increment) and takes no lock, so the readers of a fan-out do not trade the pushers' line
 // with the pusher. A first node that starts waiting for running reads (appended behind them, or left first by a
 // write's completion that granted reads) records in waiting_for_ the completed count it needs (the reads granted by
 // then: no read is granted while an exclusive use waits), keyed with the variable's life (wait_key()), then reads
-// completed_reads_ again, under lock_, both seq_cst.
-// A completing read reads waiting_for_ after its increment: the one whose count equals it is the last, takes lock_ and
-// grants the first node unless waiting_for_ was cleared meanwhile. The two sides are a Dekker pair: the waiter sees the
-// last read's increment, or that read sees the waiter's target, or both, and whoever grants clears waiting_for_ under
-// lock_, so the node is granted exactly once. Happens-before: the reads' increments form one release sequence on
-// completed_reads_, which the granting side reads (seq_cst) before its grant.
+// completed_reads_ again, under lock_, both seq_cst. It also becomes head_, so that the completers' line names it.
+// A completing read reads waiting_for_ after its increment: the one whose count equals it is the last, and takes the
+// key with a compare-exchange to 0, without lock_; if it wins, it grants head_. The two sides are a Dekker pair: the
+// waiter sees the last read's increment, or that read sees the waiter's target, or both, and then both try to take the
+// key, so the node is granted exactly once. So neither the readers nor the last of them write the pushers' line.
+// Happens-before: the reads' increments form one release sequence on completed_reads_, which the granting side reads
+// (seq_cst) before its grant; a read that takes the key reads from the waiter's store, so it sees head_.
 //
 // The link from a node to the next is written by its pusher (a release store, under lock_) and read by the fast path
 // (an acquire load, without lock_), so a node can be granted as soon as it is linked: its pusher must hold a grant of
@@ -79,8 +80,8 @@
 // one: a CPU-only engine's queue fits its two lines, and so does the engine's whole variable.
 //
 // Thread safety: lock()/append_locked() by pushing threads, complete() by completing threads, concurrently.
-// Cost: one spinlock acquisition per append and per completion (a read's without a signal: one increment, and the lock
-// only for the last read a waiting write needs), O(1) work plus one grant per op it releases. No
+// Cost: one spinlock acquisition per append and per completion (a read's without a signal: one increment, and a
+// compare-exchange for the last read a waiting write needs), O(1) work plus one grant per op it releases. No
 // allocation, except carry_signals() once per queue.
 #pragma once
 
@@ -258,14 +259,17 @@ class VarQueue {
   };
   std::unique_ptr<Signals> signals_;
 
-  // The completers' line. done_lock_ guards head_'s writes; version_ is written by the holder of the variable's
-  // exclusivity and read lock-free. completed_reads_ and waiting_for_: see Reads complete without the lock above.
+  // The completers' line. done_lock_ guards head_'s writes by fast paths (lock_'s holders write it while no fast path
+  // can run: see Two cache lines); version_ is written by the holder of the variable's exclusivity and read lock-free.
+  // completed_reads_ and waiting_for_: see Reads complete without the lock above.
   alignas(64) support::Spinlock done_lock_;
-  std::atomic<VarUse*> head_{nullptr};  // the first node as the fast path moved it, or null (then first_ is)
+  // The first node as the fast path moved it, or as it started waiting for reads; or null (then first_ is).
+  std::atomic<VarUse*> head_{nullptr};
   std::atomic<std::uint64_t> version_{0};
   std::atomic<std::uint64_t> completed_reads_{0};  // reads ever completed
   // While the first node, an exclusive use, waits for running reads: wait_key() of its life and of the count of
-  // completed reads it waits for (the reads granted when it started waiting); 0 otherwise. Written under lock_.
+  // completed reads it waits for (the reads granted when it started waiting); 0 otherwise. Set under lock_; cleared
+  // by the compare-exchange that wins the right to grant the node (read_done(), wait_for_running_reads_locked()).
   std::atomic<std::uint64_t> waiting_for_{0};
 };
 
