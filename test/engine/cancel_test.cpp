@@ -10,6 +10,7 @@
 #include <cstdio>
 #include <memory>
 #include <random>
+#include <string_view>
 #include <thread>
 #include <vector>
 
@@ -277,23 +278,54 @@ TEST_CASE("a scope cancelled from another thread in a random DAG mixed with unsc
 }
 
 // On a pool, releasing the head of a long chain hands the chain to the workers and returns; the engine is destroyed at
-// once, so nearly all of the chain is still queued. (On the inline executor the releasing thread runs the whole chain
-// itself before the release returns, and a stream executor issues it, so there is nothing left to cancel there.)
+// once. (On the inline executor the releasing thread runs the whole chain itself before the release returns, and a
+// stream executor issues it, so there is nothing left to cancel there.) So that the chain cannot have run to its end
+// before destruction begins (a releasing thread descheduled for the chain's length would let it), its kGate-th op
+// waits until destruction has begun: until a push from a thread outside the engine is refused.
 TEST_CASE("an engine destroyed with cancel_on_destruction does not run what is queued", "[engine][cancel][shutdown]") {
   const std::size_t queued = sized(100'000, 20'000, 20'000);
+  constexpr std::size_t kGate = 10;
   for (const auto& factory : executor_factories()) {
     if (factory.workers == 0) continue;
     DYNAMIC_SECTION(factory.name) {
       Watchdog watchdog("teardown by cancel on " + factory.name);
       std::atomic<std::size_t> ran{0}, deleted{0};
+      std::atomic<bool> began{false};
       EngineOptions options = factory.options();
       options.cancel_on_destruction = true;
       options.max_in_flight = queued + 16;
       auto engine = std::make_unique<Engine>(std::move(options));
+      Engine& alive = *engine;  // the gate op runs before ~Engine() can finish (it waits for the ops in flight)
+      // A deleted variable: a push naming it from outside the engine throws, saying why.
+      const Var probe = engine->NewVariable();
+      engine->DeleteVariable(probe, [] {});
+      // Waits (up to a deadline) until a push from outside the engine is refused because it is being destroyed.
+      auto wait_for_destruction = [&] {
+        std::thread prober([&] {
+          const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+          while (std::chrono::steady_clock::now() < deadline) {
+            try {
+              alive.Push([] {}, {}, {probe});
+            } catch (const Error& e) {
+              if (std::string_view(e.what()).find("being destroyed") != std::string_view::npos) {
+                began.store(true, std::memory_order_relaxed);  // relaxed: read after the engine is gone
+                return;
+              }
+            }
+            std::this_thread::yield();
+          }
+        });
+        prober.join();
+      };
       const Var chain = engine->NewVariable();
       HeldOp held(*engine, {}, {chain});
       for (std::size_t i = 0; i < queued; ++i) {
-        engine->Push([&ran] { ran.fetch_add(1, std::memory_order_relaxed); }, {}, {chain});
+        engine->Push(
+            [&, i] {
+              if (i == kGate) wait_for_destruction();
+              ran.fetch_add(1, std::memory_order_relaxed);
+            },
+            {}, {chain});
       }
       engine->DeleteVariable(chain, [&deleted] { deleted.fetch_add(1, std::memory_order_relaxed); });
       REQUIRE(held.release());
@@ -302,7 +334,9 @@ TEST_CASE("an engine destroyed with cancel_on_destruction does not run what is q
       const double teardown_ms =
           std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - start).count();
       CHECK(deleted.load() == 1);  // the deletion behind the chain ran
-      CHECK(ran.load() < queued);  // what had not started when destruction began never ran
+      // What had not started when destruction began never ran: at most the ops up to the gate, which waited for it.
+      CHECK(ran.load() <= kGate + 1);
+      if (ran.load() > kGate) CHECK(began.load(std::memory_order_relaxed));
       std::printf("cancel_on_destruction %s: %zu ops queued, %zu ran, ~Engine() took %.1f ms\n", factory.name.c_str(),
                   queued, ran.load(), teardown_ms);
     }
