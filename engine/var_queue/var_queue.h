@@ -161,7 +161,7 @@ class VarQueue {
   // first waiting use, or null, the list linked through VarUse::next: walk it with next_in_list(). The first is
   // granted, and so holds the variable, when it is a write or sync use and no read is running (a fast path may have
   // granted it a moment before its grant reached the op's counter; and with no read running, the last read may be
-  // about to grant it, its count taken, its lock not yet). Holding both locks, nothing in the list can complete
+  // about to grant it, its count taken, the write's key not yet). Holding both locks, nothing in the list can complete
   // (running reads still can, without a lock); keep the visit short, since fast paths wait for it.
   template <class Visit>
   void inspect(Visit&& visit) {
