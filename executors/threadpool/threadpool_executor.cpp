@@ -6,9 +6,15 @@
 #include <stdexcept>
 #include <string>
 #include <thread>
+#include <utility>
 
 namespace depengine {
 namespace {
+
+// The pool whose drainer the calling thread runs, if any: tells submits from outside the pool apart.
+thread_local const ThreadPoolExecutor* t_draining = nullptr;
+
+int hardware_threads() { return std::max(1, static_cast<int>(std::thread::hardware_concurrency())); }
 
 int resolve_workers(int requested) {
   if (requested < 0) {
@@ -25,7 +31,7 @@ int resolve_workers(int requested) {
     }
     return static_cast<int>(workers);
   }
-  return std::max(1, static_cast<int>(std::thread::hardware_concurrency()));
+  return hardware_threads();
 }
 
 }  // namespace
@@ -33,6 +39,7 @@ int resolve_workers(int requested) {
 ThreadPoolExecutor::ThreadPoolExecutor(ThreadPoolOptions options)
     : workers_(static_cast<std::uint32_t>(resolve_workers(options.workers))),
       spin_(options.spin),
+      hardware_threads_(static_cast<std::uint32_t>(hardware_threads())),
       arena_(static_cast<int>(workers_), /*reserved_for_masters=*/0),
       slots_(std::make_unique<Slot[]>(workers_)) {
   offers_work_first_ = options.work_first;
@@ -76,6 +83,10 @@ void ThreadPoolExecutor::submit(Task& task) noexcept {
     // seq_cst: releases the op's record to the consumer that takes the stack (its acquire exchange in pop_shared()),
     // and is the submit's half of the Dekker pair with a drainer that gives up (next_task()), with the load below.
   } while (!inbox_.compare_exchange_weak(newest, &task, std::memory_order_seq_cst, std::memory_order_relaxed));
+  // relaxed: a hint (outside_submitting()); written only when it changes, so a stream of pushes writes it once.
+  if (t_draining != this && !outside_submitting_.load(std::memory_order_relaxed)) {
+    outside_submitting_.store(true, std::memory_order_relaxed);
+  }
   start_drainer_if_none_searching(counts_.load(std::memory_order_seq_cst));
 }
 
@@ -283,7 +294,13 @@ Task* ThreadPoolExecutor::route(TaskList& ready, Slot* own) noexcept {
 bool ThreadPoolExecutor::try_help() noexcept {
   bool more = false;
   Task* task = find(nullptr, more);
-  if (task == nullptr) return false;
+  if (task == nullptr) {
+    // relaxed: a hint. The waiting thread is about to sleep, or to look again: it no longer needs a core from us.
+    if (outside_submitting_.load(std::memory_order_relaxed)) {
+      outside_submitting_.store(false, std::memory_order_relaxed);
+    }
+    return false;
+  }
   TaskList ready;
   host_->execute(*task, -1, ready);
   // A helper runs one op and returns to its wait: everything it made ready goes to the queue.
@@ -339,7 +356,14 @@ Task* ThreadPoolExecutor::next_task(Slot* own) {
       give_up = Clock::time_point{};
       continue;
     }
-    for (int i = 0; i < 256 && !has_work(); ++i) support::cpu_relax();
+    // relaxed: hints. Searched for a quarter of the spin in vain while a thread outside the pool pushes and the
+    // drainers fill every hardware thread: let that thread have this core (see the header).
+    if (now >= give_up - spin_ * 3 / 4 && outside_submitting_.load(std::memory_order_relaxed) &&
+        drainers(counts_.load(std::memory_order_relaxed)) >= hardware_threads_) {
+      std::this_thread::yield();
+    } else {
+      for (int i = 0; i < 256 && !has_work(); ++i) support::cpu_relax();
+    }
   }
 }
 
@@ -348,6 +372,7 @@ void ThreadPoolExecutor::drain() {
   // counter's release sequence.
   (void)launches_.load(std::memory_order_acquire);
   const int worker = tbb::this_task_arena::current_thread_index();
+  const ThreadPoolExecutor* const outer = std::exchange(t_draining, this);  // an op may wait in oneTBB and nest us
   // A thread of the arena has an index below workers_; anything else (never seen) runs without a slot, as a helper.
   Slot* const own = worker >= 0 && static_cast<std::uint32_t>(worker) < workers_
                         ? &slots_[static_cast<std::size_t>(worker)]
@@ -373,6 +398,7 @@ void ThreadPoolExecutor::drain() {
     // seq_cst: see next_task(). Searching again.
     counts_.fetch_add(kSearcher, std::memory_order_seq_cst);
   }
+  t_draining = outer;
   // The last access to this object: stop() cannot return before we release alive_mutex_.
   std::lock_guard guard(alive_mutex_);
   if (--alive_ == 0) alive_cv_.notify_all();

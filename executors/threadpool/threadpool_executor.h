@@ -27,6 +27,13 @@
 // a submit (push to the inbox, then read the word) and a drainer that gives up (leave the word, then read the inbox)
 // form a Dekker pair, so an op is never left queued with nobody searching. (See README.md for the timeline.)
 //
+// Yielding to a thread that pushes: while a thread outside the pool submits ops (pushes from outside the engine's ops,
+// ready at once) and the pool's drainers fill every hardware thread, that thread shares a core with one of them. A
+// drainer that has searched for a quarter of `spin` without finding work then yields its core at each look instead of
+// spinning through it, so that the thread whose pushes it waits for gets the core back (on 2 cores, `fanout` with 2
+// workers in 0.65-0.82x the time, bench/README.md). The hint is cleared when an outside thread waiting on the engine
+// finds no work to help with (try_help()), as it does before it sleeps.
+//
 // Thread safety: every method may be called from any thread, except start()/stop() (the engine's owner thread).
 // Cost: submit() is one compare-exchange on the inbox line and one load of the counts (and enqueues a TBB task only
 // when a drainer must be started); running a kept successor takes no lock, and one from the worker's slot a lock whose
@@ -84,6 +91,11 @@ class ThreadPoolExecutor final : public Executor {
 
   [[nodiscard]] std::string_view name() const noexcept override { return "threadpool"; }
   [[nodiscard]] int workers() const noexcept { return static_cast<int>(workers_); }
+  // Whether a thread outside the pool has submitted an op since one waiting on the engine last found no work to help
+  // with (see "Yielding to a thread that pushes" above). A hint, for idle workers and diagnostics.
+  [[nodiscard]] bool outside_submitting() const noexcept {
+    return outside_submitting_.load(std::memory_order_relaxed);  // relaxed: a hint
+  }
 
   void start(ExecutorHost& host) override { host_ = &host; }
   void submit(Task& task) noexcept override;
@@ -138,12 +150,17 @@ class ThreadPoolExecutor final : public Executor {
   ExecutorHost* host_ = nullptr;  // not owned: the engine, set by start()
   const std::uint32_t workers_;
   const std::chrono::nanoseconds spin_;
+  const std::uint32_t hardware_threads_;
   std::optional<tbb::global_control> thread_limit_;  // held only when the workers do not fit under oneTBB's limit
   tbb::task_arena arena_;
 
   // Written by submitters (a push) and by drainers and helpers (taking the whole stack), read by spinning drainers.
   // Linked through Task::next_, newest first.
   alignas(64) std::atomic<Task*> inbox_{nullptr};
+  // See outside_submitting(). Written by submits from outside the pool (only when it was false) and by helpers that
+  // find nothing (only when it was true), read by idle drainers; on the inbox's line, which such a submit writes
+  // anyway.
+  std::atomic<bool> outside_submitting_{false};
   // See kSearcher/kDrainer: written by submits that start a drainer and by drainers as they find work or give up.
   alignas(64) std::atomic<std::uint64_t> counts_{0};
   // One task handed from a worker to a searching thread (keep_own()): what a completion made ready beyond the op its

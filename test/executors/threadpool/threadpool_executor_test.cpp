@@ -315,6 +315,34 @@ TEST_CASE("try_help runs a queued task on the calling thread and reports an empt
   CHECK(blocker.runs.load() == 1);
 }
 
+// The hint behind "Yielding to a thread that pushes" (threadpool_executor.h): what sets it and what clears it.
+TEST_CASE("submits from outside the pool mark it until a waiting thread finds nothing to help with; a worker's do not",
+          "[executors][threadpool]") {
+  Watchdog watchdog("threadpool outside submits");
+  FakeHost host;
+  ThreadPoolExecutor pool(ThreadPoolOptions{.workers = 1});
+  pool.start(host);
+  CHECK_FALSE(pool.outside_submitting());
+  Gate gate;
+  ScriptedTask blocker(&pool, 0), inner(&pool, 0);
+  blocker.body = [&](int) {
+    gate.hold();
+    pool.submit(inner);  // from the worker, once let go
+  };
+  pool.submit(blocker);  // from this thread, outside the pool
+  CHECK(pool.outside_submitting());
+  REQUIRE(gate.reached());
+  // The only worker is inside `blocker` and nothing is queued: a waiting thread finds nothing, and clears the mark.
+  CHECK_FALSE(pool.try_help());
+  CHECK_FALSE(pool.outside_submitting());
+  gate.let_go();
+  REQUIRE(wait_until([&] { return inner.runs.load() == 1; }));
+  pool.stop();
+  CHECK_FALSE(gate.timed_out.load());
+  CHECK_FALSE(pool.outside_submitting());
+  CHECK(inner.thread == blocker.thread);
+}
+
 TEST_CASE("two workers run two blocked tasks at once, and never more", "[executors][threadpool]") {
   Watchdog watchdog("threadpool parallelism");
   FakeHost host;
