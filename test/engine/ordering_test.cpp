@@ -260,6 +260,20 @@ TEST_CASE("a variable named twice counts once; read and mutated counts as mutate
       CHECK(engine.Version(v) == 1);  // one mutation, though named many times
       CHECK(engine.Version(u) == 1);
 
+      // Long lists fold alike, sorted by key up to 64 entries and as whole entries beyond: six variables all read,
+      // the even ones also mutated.
+      std::vector<Var> six;
+      for (int i = 0; i < 6; ++i) six.push_back(engine.NewVariable());
+      for (const std::size_t length : {20, 40, 100}) {
+        std::vector<Var> reads, mutates;
+        for (std::size_t i = 0; i < length; ++i) reads.push_back(six[i % 6]);
+        for (std::size_t i = 0; i < length / 4; ++i) mutates.push_back(six[(2 * i) % 6]);
+        engine.Push([&] { runs.fetch_add(1, std::memory_order_relaxed); }, reads, mutates);
+      }
+      engine.WaitForAll();
+      CHECK(runs.load() == 4);
+      for (int i = 0; i < 6; ++i) CHECK(engine.Version(six[static_cast<std::size_t>(i)]) == (i % 2 == 0 ? 3U : 0U));
+
       // Read and mutated: ordered as a mutation, so it waits for a running read.
       HeldOp read(engine, {v}, {});
       REQUIRE(wait_until([&] { return read.holding(); }));
