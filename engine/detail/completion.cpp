@@ -14,11 +14,16 @@ namespace {
 
 // Whether the op already has an error, or, unless it is no_skip, takes one an input carries.
 inline bool has_input_error(OpRecord* op) noexcept {
-  if (!op->no_skip) {
-    for (std::uint32_t i = 0; i < op->num_uses && op->error == nullptr; ++i) {
-      const std::exception_ptr& input_error = state_of(op->uses[i])->error;
-      if (input_error != nullptr) [[unlikely]]
+  if (op->error == nullptr && !op->no_skip) {
+    // Locals: the store below would otherwise make the compiler reload the list from the record at every step.
+    const VarUse* const uses = op->uses;
+    const std::uint32_t count = op->num_uses;
+    for (std::uint32_t i = 0; i < count; ++i) {
+      const std::exception_ptr& input_error = state_of(uses[i])->error;
+      if (input_error != nullptr) [[unlikely]] {
         op->error = input_error;
+        break;
+      }
     }
   }
   return op->error != nullptr;
