@@ -1,13 +1,14 @@
-// The Task-Bench-style harness on depengine: the threadpool executor with 2 workers (as in bench/peers). Each cell of
-// the two fields is a Var; task (t, p) is pushed reading the Vars of its dependencies' cells in field (t - 1) mod 2 and
-// mutating its own cell's Var in field t mod 2 (trivial tasks name no Var). All tasks are pushed from the main thread,
-// timestep by timestep, then WaitForAll.
+// The Task-Bench-style harness on depengine: the threadpool executor with 2 workers, as in bench/peers
+// (DEPENGINE_CPU_WORKERS, when set, overrides the count). Each cell of the two fields is a Var; task (t, p) is pushed
+// reading the Vars of its dependencies' cells in field (t - 1) mod 2 and mutating its own cell's Var in field t mod 2
+// (trivial tasks name no Var). All tasks are pushed from the main thread, timestep by timestep, then WaitForAll.
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <memory>
 #include <vector>
 
+#include "bench/peers/common/peer_env.h"
 #include "bench/peers/common/peer_main.h"
 #include "bench/taskbench/harness.h"
 #include "engine/engine.h"
@@ -51,14 +52,17 @@ int main(int argc, char** argv) try {
   using namespace depengine::bench::taskbench;
   const HarnessOptions options = parse_harness_options(argc, argv);
   EngineOptions engine_options;
-  const ThreadPoolOptions pool{.workers = kWorkers};
-  engine_options.executors.push_back(std::make_unique<ThreadPoolExecutor>(pool));
+  const ThreadPoolOptions pool{.workers = depengine::bench::peers::depengine_pool_workers(kWorkers)};
+  auto executor = std::make_unique<ThreadPoolExecutor>(pool);
+  const int workers = executor->workers();
+  engine_options.executors.push_back(std::move(executor));
   Engine engine(std::move(engine_options));
   std::vector<Var> vars(static_cast<std::size_t>(TaskGraph::kFields * options.width));
   for (Var& v : vars) v = engine.NewVariable();
   const std::string system = "depengine";
-  depengine::bench::peers::print_setting(
-      system, "threadpool executor, workers=" + std::to_string(kWorkers) + ", pushing from the main thread");
+  depengine::bench::peers::print_setting(system, "threadpool executor, workers=" + std::to_string(workers) +
+                                                     (pool.workers == 0 ? " (DEPENGINE_CPU_WORKERS)" : "") +
+                                                     ", pushing from the main thread");
   report(options.common, sweep(options, system, kWorkers, [&](const TaskGraph& g, TaskData& d, std::int64_t n) {
            return run_graph(engine, vars, g, d, n);
          }));

@@ -55,4 +55,9 @@ std::string library_of(const void* address) {
 
 bool has_symbol(const char* name) { return dlsym(RTLD_DEFAULT, name) != nullptr; }
 
+int depengine_pool_workers(int cores) {
+  const char* env = std::getenv("DEPENGINE_CPU_WORKERS");
+  return env != nullptr && *env != '\0' ? 0 : cores;
+}
+
 }  // namespace depengine::bench::peers

@@ -33,4 +33,9 @@ std::string library_of(const void* address);
 // Whether the dynamic symbol `name` is defined anywhere in this process (dlsym(RTLD_DEFAULT)).
 bool has_symbol(const char* name);
 
+// The ThreadPoolOptions::workers of depengine's pool in the comparisons: `cores` (the cores every system gets; the
+// pushing thread runs besides), or 0 when DEPENGINE_CPU_WORKERS is set, so that the pool reads and checks that
+// instead (`DEPENGINE_CPU_WORKERS=1` measures 1 worker plus the pushing thread, two threads as every peer runs).
+int depengine_pool_workers(int cores);
+
 }  // namespace depengine::bench::peers

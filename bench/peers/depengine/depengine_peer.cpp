@@ -1,13 +1,12 @@
 // depengine in the side-by-side comparison: the threadpool executor with 2 workers (DEPENGINE_CPU_WORKERS, when set,
-// overrides the count), driven exactly as bench_engine drives it: bench/common/engine_run.h (fresh variables per run,
-// every op pushed from this thread, timed from the first Push to the return of WaitForAll). Also its replayed form,
-// "depengine-replay" (engine/graph.h), phased as the graph-building peers are: build (the capture of a step) and run
-// (its replays); and "depengine-work-first", a pool of 1 worker with ThreadPoolOptions::work_first (an engine of its
-// own).
+// overrides the count: peer_env.h), driven exactly as bench_engine drives it: bench/common/engine_run.h (fresh
+// variables per run, every op pushed from this thread, timed from the first Push to the return of WaitForAll). Also its
+// replayed form, "depengine-replay" (engine/graph.h), phased as the graph-building peers are: build (the capture of a
+// step) and run (its replays); and "depengine-work-first", a pool of 1 worker with ThreadPoolOptions::work_first (an
+// engine of its own).
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
-#include <cstdlib>
 #include <exception>
 #include <memory>
 #include <string>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "bench/common/engine_run.h"
+#include "bench/peers/common/peer_env.h"
 #include "bench/peers/common/peer_main.h"
 #include "engine/engine.h"
 #include "executors/threadpool/threadpool_executor.h"
@@ -22,15 +22,7 @@
 namespace depengine::bench::peers {
 namespace {
 
-// The two cores every system gets: as many workers, the main thread pushing besides.
 constexpr int kWorkers = 2;
-
-// DEPENGINE_CPU_WORKERS, when set, overrides kWorkers (the pool reads and checks it: ThreadPoolOptions::workers = 0),
-// so that a pool of 1 worker and the pushing thread, two threads as every peer runs, can be measured the same way.
-int pool_workers() {
-  const char* env = std::getenv("DEPENGINE_CPU_WORKERS");
-  return env != nullptr && *env != '\0' ? 0 : kWorkers;
-}
 
 }  // namespace
 }  // namespace depengine::bench::peers
@@ -43,7 +35,7 @@ int main(int argc, char** argv) try {
   const std::vector<Workload> workloads = selected_workloads(options);
   const std::string system = "depengine";
   EngineOptions engine_options;
-  const ThreadPoolOptions pool{.workers = pool_workers()};
+  const ThreadPoolOptions pool{.workers = depengine_pool_workers(kWorkers)};
   auto executor = std::make_unique<ThreadPoolExecutor>(pool);
   const int workers = executor->workers();
   engine_options.executors.push_back(std::move(executor));
