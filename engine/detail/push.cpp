@@ -117,32 +117,30 @@ OpRecord* EngineCore::record_for(Executor* executor, const PushOptions& options,
 }
 
 void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const {
-  const std::size_t total = reads.size() + mutates.size();
+  const std::size_t num_reads = reads.size();
+  const std::size_t total = num_reads + mutates.size();
   op->reserve_uses(total);
+  auto listed = [&](std::size_t k) -> const Var& {  // the k-th variable of reads, then mutates
+    return k < num_reads ? reads.begin()[k] : mutates.begin()[k - num_reads];
+  };
   // Handles are checked for their engine here, before their pointer is followed; whether they are still alive is
   // checked by publish() under the variables' locks, the only place where the answer cannot change.
-  auto check = [&](const Var& var) {
+  auto checked = [&](std::size_t k) -> const Var& {
+    const Var& var = listed(k);
     if (var.engine_ != vars_.engine_id() || var.is_null()) [[unlikely]]
       (void)vars_.checked(var, op->async ? "PushAsync" : "Push");
+    return var;
+  };
+  auto use_of = [&](std::size_t k, const Var& var) {
+    return VarUse{var.state_, op, nullptr, k < num_reads ? Access::kRead : Access::kWrite, var.generation_};
   };
   if (total == 1) {
-    const bool read = reads.size() == 1;
-    const Var& var = read ? *reads.begin() : *mutates.begin();
-    check(var);
-    op->uses[0] = VarUse{var.state_, op, nullptr, read ? Access::kRead : Access::kWrite, var.generation_};
+    op->uses[0] = use_of(0, checked(0));
     op->num_uses = 1;
     return;
   }
   if (total > kKeyedUses) {
-    VarUse* out = op->uses;
-    for (const Var& var : reads) {
-      check(var);
-      *out++ = VarUse{var.state_, op, nullptr, Access::kRead, var.generation_};
-    }
-    for (const Var& var : mutates) {
-      check(var);
-      *out++ = VarUse{var.state_, op, nullptr, Access::kWrite, var.generation_};
-    }
+    for (std::size_t k = 0; k < total; ++k) op->uses[k] = use_of(k, checked(k));
     op->num_uses = sort_and_fold(op->uses, static_cast<std::uint32_t>(total));
     return;
   }
@@ -151,14 +149,8 @@ void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const
   // order, duplicates folded (a mutation wins over a read). Against sorting the uses themselves, 147 fewer instructions
   // per op on `randsum` (about 11 variables an op; bench/engine/count_instructions.sh).
   std::uint64_t keys[kKeyedUses];
-  const std::size_t num_reads = reads.size();
-  auto listed = [&](std::size_t k) -> const Var& {  // the k-th variable of reads, then mutates
-    return k < num_reads ? reads.begin()[k] : mutates.begin()[k - num_reads];
-  };
   for (std::size_t k = 0; k < total; ++k) {
-    const Var& var = listed(k);
-    check(var);
-    const auto address = reinterpret_cast<std::uintptr_t>(var.state_);
+    const auto address = reinterpret_cast<std::uintptr_t>(checked(k).state_);
     assert((address & (kKeyedUses - 1)) == 0 && "VarState is 64-byte aligned");
     keys[k] = address | k;
   }
@@ -176,12 +168,11 @@ void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const
   std::uint32_t distinct = 0;
   for (std::size_t i = 0; i < total; ++i) {
     const std::size_t k = keys[i] & (kKeyedUses - 1);
-    const bool read = k < num_reads;
     const Var& var = listed(k);
     if (distinct > 0 && uses[distinct - 1].var == var.state_) {
-      if (!read) uses[distinct - 1].access = Access::kWrite;
+      if (k >= num_reads) uses[distinct - 1].access = Access::kWrite;
     } else {
-      uses[distinct++] = VarUse{var.state_, op, nullptr, read ? Access::kRead : Access::kWrite, var.generation_};
+      uses[distinct++] = use_of(k, var);
     }
   }
   op->num_uses = distinct;
