@@ -22,8 +22,11 @@ class EngineCore;
 
 // Where and as what an op runs. Valid for the duration of the call of the op's function.
 struct RunContext {
-  std::string_view name;         // the op's PushOptions::name ("" when none was given)
-  int worker = -1;               // index of the executor's worker thread running it; -1 on any other thread
+  std::string_view name;  // the op's PushOptions::name ("" when none was given)
+  // Index of the executor's worker thread running it; -1 on any other thread. Unique among the threads running the
+  // executor's ops at a time; for the threadpool, from 0 to ThreadPoolExecutor::workers() inclusive (oneTBB's thread
+  // index in the pool's arena, which need not be consecutive: the worker of a 1-worker pool is 1).
+  int worker = -1;
   Executor* executor = nullptr;  // the executor running it (owned by the engine)
   // For an op of a stream executor: the stream it is being issued on (backend, stream handle, device, axis, epoch;
   // executors/stream/stream_executor.h). The function enqueues its device work there and returns; the op completes

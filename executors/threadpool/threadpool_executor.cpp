@@ -41,7 +41,8 @@ ThreadPoolExecutor::ThreadPoolExecutor(ThreadPoolOptions options)
       spin_(options.spin),
       hardware_threads_(static_cast<std::uint32_t>(hardware_threads())),
       arena_(static_cast<int>(workers_), /*reserved_for_masters=*/0),
-      slots_(std::make_unique<Slot[]>(workers_)) {
+      slot_count_(workers_ + 1),
+      slots_(std::make_unique<Slot[]>(slot_count_)) {
   offers_work_first_ = options.work_first;
   // + 1: oneTBB counts the thread that starts its scheduler in the limit, and gives workers the rest.
   const std::size_t needed = static_cast<std::size_t>(workers_) + 1;
@@ -110,7 +111,7 @@ Task* ThreadPoolExecutor::take_handoff() noexcept {
 }
 
 bool ThreadPoolExecutor::slots_empty() const noexcept {
-  for (std::uint32_t i = 0; i < workers_; ++i) {
+  for (std::uint32_t i = 0; i < slot_count_; ++i) {
     // relaxed: a hint; steal() decides under the slot's lock.
     if (slots_[i].loaded.load(std::memory_order_relaxed)) return false;
   }
@@ -218,8 +219,8 @@ void ThreadPoolExecutor::keep_own(Slot& own, TaskList& tasks, std::size_t count)
 // keeps the rest in `own`. `more` says whether tasks remain that other threads could take.
 Task* ThreadPoolExecutor::steal(Slot* own, bool& more) noexcept {
   const std::uint32_t first = own != nullptr ? static_cast<std::uint32_t>(own - slots_.get()) + 1 : 0;
-  for (std::uint32_t i = 0; i < workers_; ++i) {
-    Slot& victim = slots_[(first + i) % workers_];
+  for (std::uint32_t i = 0; i < slot_count_; ++i) {
+    Slot& victim = slots_[(first + i) % slot_count_];
     // relaxed: a hint; decided under the victim's lock.
     if (&victim == own || !victim.loaded.load(std::memory_order_relaxed)) continue;
     TaskList taken;
@@ -341,7 +342,7 @@ Task* ThreadPoolExecutor::next_task(Slot* own) {
       }
       // seq_cst: the drainer's half of the Dekker pair with keep_own()'s hand-off.
       idle = idle && handoff_.load(std::memory_order_seq_cst) == nullptr;
-      for (std::uint32_t i = 0; i < workers_ && idle; ++i) {
+      for (std::uint32_t i = 0; i < slot_count_ && idle; ++i) {
         // seq_cst: the drainer's half of the Dekker pair with keep_own().
         idle = !slots_[i].loaded.load(std::memory_order_seq_cst);
       }
@@ -373,8 +374,8 @@ void ThreadPoolExecutor::drain() {
   (void)launches_.load(std::memory_order_acquire);
   const int worker = tbb::this_task_arena::current_thread_index();
   const ThreadPoolExecutor* const outer = std::exchange(t_draining, this);  // an op may wait in oneTBB and nest us
-  // A thread of the arena has an index below workers_; anything else (never seen) runs without a slot, as a helper.
-  Slot* const own = worker >= 0 && static_cast<std::uint32_t>(worker) < workers_
+  // A thread of the arena has an index below slot_count_; anything else (never seen) runs without a slot, as a helper.
+  Slot* const own = worker >= 0 && static_cast<std::uint32_t>(worker) < slot_count_
                         ? &slots_[static_cast<std::size_t>(worker)]
                         : nullptr;
   TaskList ready;

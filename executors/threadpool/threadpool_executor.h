@@ -175,7 +175,9 @@ class ThreadPoolExecutor final : public Executor {
   // the ready queue before its own slot. Written only by such submits and their pops, so the line stays cached
   // everywhere.
   alignas(64) std::atomic<std::uint32_t> urgent_{0};
-  // One per worker (tbb::this_task_arena::current_thread_index()).
+  // One per index a thread of the arena may have (tbb::this_task_arena::current_thread_index()): workers_ + 1, since
+  // oneTBB leaves index 0 to an outside thread in an arena of one slot without reserved ones (its worker is index 1).
+  const std::uint32_t slot_count_;
   std::unique_ptr<Slot[]> slots_;
   // Drainers alive, for stop() to wait on. A mutex rather than an atomic wait: the last drainer's notify must happen
   // before stop() can return and the executor be destroyed, and holding alive_mutex_ across it guarantees that.

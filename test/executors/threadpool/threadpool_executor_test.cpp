@@ -231,6 +231,32 @@ TEST_CASE("a chain made ready by completions stays on the worker that started it
   CHECK(chain.front().worker >= 0);  // a pool worker, not a helper
 }
 
+TEST_CASE("a pool of 1 worker keeps what its completions make ready in its worker's slot", "[executors][threadpool]") {
+  // oneTBB numbers the one worker of a 1-slot arena 1, not 0: the slots must cover that index. A worker without a
+  // slot would submit the fan-out to the inbox, where run_here() (an op still in the inbox) sees it.
+  Watchdog watchdog("threadpool 1-worker slot");
+  FakeHost host;
+  ThreadPoolExecutor pool(ThreadPoolOptions{.workers = 1});
+  pool.start(host);
+  ScriptedTask probe(&pool, 0);
+  std::deque<ScriptedTask> fan;
+  for (int i = 0; i < 9; ++i) fan.emplace_back(&pool, 0);
+  for (std::size_t i = 1; i < fan.size(); ++i) fan[0].successors.push_back(&fan[i]);
+  std::atomic<bool> inbox_seen{true};
+  fan[1].body = [&](int) {  // the successor the worker runs next: the other seven wait in its slot meanwhile
+    inbox_seen.store(pool.run_here(probe), std::memory_order_relaxed);  // relaxed: read after stop()
+  };
+  pool.submit(fan[0]);
+  REQUIRE(wait_until(
+      [&] { return std::all_of(fan.begin(), fan.end(), [](const ScriptedTask& t) { return t.runs == 1; }); }));
+  pool.stop();
+  CHECK_FALSE(inbox_seen.load(std::memory_order_relaxed));
+  for (const ScriptedTask& task : fan) {
+    CHECK(task.worker >= 0);
+    CHECK(task.worker <= pool.workers());  // RunContext::worker: from 0 to workers()
+  }
+}
+
 TEST_CASE("of several successors the worker keeps the most urgent and queues the rest", "[executors][threadpool]") {
   // One worker: the first task makes three ready; the urgent one must run next, on the same thread, before the
   // others (which wait in the queue behind it).
