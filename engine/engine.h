@@ -29,8 +29,9 @@
 //   belongs to the thread that pushed that op), and hands the calling thread's other unreported errors to the error
 //   sink. So with one pushing thread a wait clears what it reports and WaitForAll clears everything, as in MXNet;
 //   with several, one thread's WaitForAll never takes from another thread the error its own WaitForVar would rethrow.
-//   Both waits run queued work on the calling thread while they wait. Called from inside a running op of this engine
-//   they would wait on that op or on work queued behind it, so they throw Error instead of hanging.
+//   Both waits run queued work on the calling thread while they wait (and, with ThreadPoolOptions::waiters_work, work
+//   as one of the pool's workers). Called from inside a running op of this engine they would wait on that op or on
+//   work queued behind it, so they throw Error instead of hanging.
 // - Back-pressure. At most EngineOptions::max_in_flight ops are pushed and not yet completed. A push past the bound
 //   waits (running queued work meanwhile; a pool with ThreadPoolOptions::work_first may also have a push run its own
 //   op when the workers are behind). Pushes from inside a running op are exempt: the op they would wait for may

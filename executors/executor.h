@@ -25,6 +25,7 @@
 // that builds or destroys the engine.
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <exception>
 #include <memory>
@@ -123,6 +124,16 @@ class ExecutorHost {
   [[nodiscard]] virtual bool traced(const Task& /*task*/) const noexcept { return false; }
   virtual void ran_on_device(Task& /*task*/, std::int64_t /*start*/, std::int64_t /*end*/) noexcept {}
 
+  // --- Helping threads (Executor::help_spin) -----------------------------------------------------------------------
+
+  // Whether a thread waiting on the engine (WaitForAll, WaitForVar, a push held back by the in-flight bound) sleeps
+  // because it found no queued work to help with. An executor that made work visible that its own threads will not
+  // take soon, and finds a helper asleep, wakes the helpers with wake_helpers(). The work's publication (a seq_cst
+  // store or read-modify-write) and this seq_cst load are the executor's half of a Dekker pair; the helper counts
+  // itself asleep and then looks for work once more, so it either sees the work or is woken for it.
+  [[nodiscard]] virtual bool helpers_asleep() const noexcept { return false; }
+  virtual void wake_helpers() noexcept {}
+
  protected:
   ~ExecutorHost() = default;
 };
@@ -156,6 +167,12 @@ class Executor {
   // Runs one queued task on the calling thread, if there is one, and returns whether it did. Called by threads that
   // wait (WaitForAll, a push held back by the in-flight bound) so that they help rather than idle. Any thread.
   [[nodiscard]] virtual bool try_help() noexcept = 0;
+
+  // How long a thread that waits on the engine, and finds no task of this executor to help with, keeps looking before
+  // it sleeps. Zero by default: it sleeps at once, and is woken only by what it waits for. An executor that returns
+  // more treats such threads as workers of its own: it wakes them when it has work its threads cannot take
+  // (ExecutorHost::wake_helpers).
+  [[nodiscard]] virtual std::chrono::nanoseconds help_spin() const noexcept { return {}; }
 
   // Called once by the engine when no op is in flight and none will be pushed again: release threads.
   virtual void stop() noexcept = 0;

@@ -52,7 +52,8 @@ int main(int argc, char** argv) try {
   using namespace depengine::bench::taskbench;
   const HarnessOptions options = parse_harness_options(argc, argv);
   EngineOptions engine_options;
-  const ThreadPoolOptions pool{.workers = depengine::bench::peers::depengine_pool_workers(kWorkers)};
+  const ThreadPoolOptions pool{.workers = depengine::bench::peers::depengine_pool_workers(kWorkers),
+                               .waiters_work = depengine::bench::peers::depengine_waiters_work()};
   auto executor = std::make_unique<ThreadPoolExecutor>(pool);
   const int workers = executor->workers();
   engine_options.executors.push_back(std::move(executor));
@@ -62,6 +63,7 @@ int main(int argc, char** argv) try {
   const std::string system = "depengine";
   depengine::bench::peers::print_setting(system, "threadpool executor, workers=" + std::to_string(workers) +
                                                      (pool.workers == 0 ? " (DEPENGINE_CPU_WORKERS)" : "") +
+                                                     (pool.waiters_work ? ", waiters_work" : "") +
                                                      ", pushing from the main thread");
   report(options.common, sweep(options, system, kWorkers, [&](const TaskGraph& g, TaskData& d, std::int64_t n) {
            return run_graph(engine, vars, g, d, n);

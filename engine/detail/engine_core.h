@@ -138,6 +138,9 @@ class EngineCore final : public ExecutorHost {
   void complete_async(OpRecord* op, std::exception_ptr error, std::span<const FrontierEntry> learned);
   void complete_async_uses(OpRecord* op, const std::exception_ptr& error, std::span<const FrontierEntry> learned,
                            TaskList& ready) noexcept;
+  // ExecutorHost: the threads waiting on this engine (InFlight).
+  [[nodiscard]] bool helpers_asleep() const noexcept override { return in_flight_.helpers_asleep(); }
+  void wake_helpers() noexcept override { in_flight_.wake_helpers(); }
 
   // stream_ops.cpp: the rest of ExecutorHost.
   [[nodiscard]] Tracker& tracker() noexcept override { return tracker_; }

@@ -1,5 +1,9 @@
 #include "engine/detail/in_flight.h"
 
+#include <algorithm>
+
+#include "support/spinlock.h"
+
 namespace depengine::detail {
 namespace {
 
@@ -14,7 +18,13 @@ constexpr std::uint64_t kLowSleeper = 1;
 }  // namespace
 
 InFlight::InFlight(std::size_t max, std::span<const std::unique_ptr<Executor>> helpers) noexcept
-    : max_(max), low_water_(max * 3 / 4), helpers_(helpers) {}
+    : max_(max), low_water_(max * 3 / 4), helpers_(helpers), help_spin_([helpers] {
+        std::chrono::nanoseconds longest{0};
+        for (const auto& executor : helpers) {
+          if (executor != nullptr) longest = std::max(longest, executor->help_spin());  // null: the engine refuses it
+        }
+        return longest;
+      }()) {}
 
 std::size_t InFlight::upper_bound() const noexcept {
   // seq_cst: also used as the waiters' side of the Dekker pair with leave() (see wait_at_most()).
@@ -109,19 +119,68 @@ bool InFlight::help() noexcept {
   return false;
 }
 
+void InFlight::notify_waiters() noexcept {
+  std::lock_guard lock(wake_mutex_);
+  wake_cv_.notify_all();
+}
+
+void InFlight::wake_helpers() noexcept {
+  // relaxed: looking first keeps the line shared while a ring is pending. It sees the clear of every helper that the
+  // caller's helpers_asleep() found asleep: that load acquired the helper's count, made after its clear. seq_cst: one
+  // caller rings per clear.
+  if (rung_.load(std::memory_order_relaxed) || rung_.exchange(true, std::memory_order_seq_cst)) return;
+  std::lock_guard lock(wake_mutex_);
+  ++rings_;
+  wake_cv_.notify_all();
+}
+
 // `level` is 0 or low_water_, the levels leave() announces. When it returns, the effects of the retired ops are
 // visible: upper_bound()'s seq_cst loads acquire what leave()'s seq_cst increments released.
 void InFlight::wait_at_most(std::size_t level) {
-  const std::uint64_t me = level == 0 ? kZeroSleeper : kLowSleeper;
-  while (upper_bound() > level) {
-    if (help()) continue;
-    sleepers_.fetch_add(me, std::memory_order_seq_cst);  // see leave()
+  const auto done = [this, level] { return upper_bound() <= level; };
+  help_until([](const void* context) { return (*static_cast<const decltype(done)*>(context))(); }, &done,
+             level == 0 ? kZeroSleeper : kLowSleeper);
+}
+
+void InFlight::help_until(bool (*done)(const void* context), const void* context, std::uint64_t sleeper) {
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point give_up{};
+  while (!done(context)) {
+    if (help()) {
+      give_up = Clock::time_point{};
+      continue;
+    }
+    // Keep looking for a while, as a worker of the executors that asked for it would (help_spin_).
+    if (help_spin_.count() > 0) {
+      const Clock::time_point now = Clock::now();
+      if (give_up == Clock::time_point{}) give_up = now + help_spin_;
+      if (now < give_up) {
+        for (int i = 0; i < 64; ++i) support::cpu_relax();
+        continue;
+      }
+      give_up = Clock::time_point{};
+    }
+    std::uint64_t seen = 0;
     {
+      std::lock_guard lock(wake_mutex_);
+      seen = rings_;
+    }
+    // seq_cst: a ring that sees this clear comes after it, so after `seen` was read, and wakes us.
+    rung_.store(false, std::memory_order_seq_cst);
+    // seq_cst, both, and the fence: the waiter's half of two Dekker pairs. With leave(): sleepers_ is raised before
+    // done() reads the counts (seq_cst loads), and leave() raises retired_ before it reads sleepers_. With an
+    // executor's work (ExecutorHost::helpers_asleep): asleep_ is raised before help() looks for work again (the
+    // fence orders its relaxed hint loads after it), and the executor publishes the work before it reads asleep_.
+    if (sleeper != 0) sleepers_.fetch_add(sleeper, std::memory_order_seq_cst);
+    asleep_.fetch_add(1, std::memory_order_seq_cst);
+    std::atomic_thread_fence(std::memory_order_seq_cst);
+    if (!done(context) && !help()) {
       std::unique_lock lock(wake_mutex_);
-      wake_cv_.wait(lock, [&] { return upper_bound() <= level; });
+      wake_cv_.wait(lock, [&] { return rings_ != seen || done(context); });
     }
     // relaxed: leaving late costs at most a spurious notify.
-    sleepers_.fetch_sub(me, std::memory_order_relaxed);
+    asleep_.fetch_sub(1, std::memory_order_relaxed);
+    if (sleeper != 0) sleepers_.fetch_sub(sleeper, std::memory_order_relaxed);
   }
 }
 

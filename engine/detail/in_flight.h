@@ -5,10 +5,13 @@
 // completing threads), so a push and a completion on different cores do not trade a line per op. A pusher checks the
 // bound against its cached view of `retired` and re-reads the real count only when the view says the bound is reached.
 //
-// Waiting: a thread that waits for a level first helps run queued work (Executor::try_help of the engine's executors),
-// and sleeps on a condition variable only when there is none. leave() wakes sleepers when the count reaches the level
-// they wait for; the announcement is a Dekker pair (see leave() and wait_at_most() in in_flight.cpp), so no sleeper
-// misses its level.
+// Waiting: a thread that waits (for a level here, or for any condition through help_until()) helps run queued work
+// (Executor::try_help of the engine's executors). When it finds none, it keeps looking for the longest help_spin() of
+// the executors, then sleeps on a condition variable. Three things wake it: leave(), when the count reaches the level
+// it waits for; notify_waiters(), when another condition may have become true; and wake_helpers(), when an executor
+// has work that its own threads will not take (ExecutorHost::wake_helpers). Each announcement is a Dekker pair (see
+// leave() and help_until() in in_flight.cpp), so no sleeper misses its level or that work. So where an executor asks
+// for it (the threadpool with ThreadPoolOptions::waiters_work), a waiting thread works as one more of its workers.
 //
 // Happens-before: when wait_at_most(level) returns, the effects of every op retired so far (everything done before its
 // leave()) are visible to the caller.
@@ -20,6 +23,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstddef>
 #include <cstdint>
@@ -68,11 +72,30 @@ class InFlight {
   // Waits until no op is in flight, helping meanwhile. Must not be called from inside an op of the same engine.
   void wait_for_zero() { wait_at_most(0); }
 
+  // Waits until `done()` returns true, helping meanwhile, as the waits above do. Whatever makes `done()` true must call
+  // notify_waiters() after it, and must not rely on the caller's objects then: help_until() may return as soon as
+  // `done()` is true (an op's completion may; the engine outlives it). Must not be called from inside an op of the
+  // same engine.
+  template <class Done>
+  void help_until(const Done& done) {
+    help_until([](const void* context) { return (*static_cast<const Done*>(context))(); }, &done, 0);
+  }
   // Runs one queued op of any helper executor on the calling thread; false if none had one.
   [[nodiscard]] bool help() noexcept;
+  // Wakes the threads asleep in the waits, to test their condition again.
+  void notify_waiters() noexcept;
+
+  // ExecutorHost::helpers_asleep and wake_helpers (see the header).
+  [[nodiscard]] bool helpers_asleep() const noexcept {
+    // seq_cst: the executor's half of the Dekker pair with help_until() (ExecutorHost::helpers_asleep).
+    return asleep_.load(std::memory_order_seq_cst) != 0;
+  }
+  void wake_helpers() noexcept;
 
  private:
   void wait_at_most(std::size_t level);
+  // `sleeper` is what the thread adds to sleepers_ while asleep (0: it waits for no level).
+  void help_until(bool (*done)(const void* context), const void* context, std::uint64_t sleeper);
 
   // Immutable after construction, but for closed_, written once by close(); read by every admission that is not exempt
   // (the line stays cached everywhere).
@@ -80,6 +103,7 @@ class InFlight {
   std::atomic<bool> closed_{false};
   const std::size_t low_water_;  // a push held back by the bound resumes once the count falls to this
   const std::span<const std::unique_ptr<Executor>> helpers_;
+  const std::chrono::nanoseconds help_spin_;  // the longest Executor::help_spin() of helpers_
 
   // Written by pushers.
   alignas(64) std::atomic<std::size_t> pushed_{0};
@@ -90,8 +114,15 @@ class InFlight {
   // waiting for zero. Read by every completion, written only by waiters, so its line stays cached everywhere while no
   // one waits; the mutex and condition variable, touched only by sleepers and their wakers, sit on the next line.
   alignas(64) std::atomic<std::uint64_t> sleepers_{0};
+  // Threads asleep in help_until(), whatever they wait for: read by executors (helpers_asleep()), written only by
+  // waiters.
+  std::atomic<std::uint32_t> asleep_{0};
+  // Whether wake_helpers() rang since a helper last went to sleep: the executor's later calls return at once, so a
+  // burst of work pays one wake-up. Cleared by a helper before it counts itself asleep.
+  std::atomic<bool> rung_{false};
   alignas(64) std::mutex wake_mutex_;
   std::condition_variable wake_cv_;
+  std::uint64_t rings_ = 0;  // guarded by wake_mutex_: how many times wake_helpers() rang
 };
 
 }  // namespace depengine::detail

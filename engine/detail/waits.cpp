@@ -1,5 +1,7 @@
-// WaitForVar, WaitForAll, WaitForFence and StopTrace: the calls that block the caller until work has completed. Each
-// helps run queued work while it waits, and refuses to be called from inside an op of the same engine.
+// WaitForVar, WaitForAll, WaitForFence, WaitForScope and StopTrace: the calls that block the caller until work has
+// completed. Each helps run queued work while it waits (WaitForVar, WaitForAll and StopTrace as a worker of the
+// executors that ask for it: InFlight::help_until), and refuses to be called from inside an op of the same engine.
+#include <atomic>
 #include <string>
 #include <utility>
 
@@ -10,8 +12,10 @@
 namespace depengine::detail {
 namespace {
 
-// Waits for `done`, running queued work of `in_flight`'s executors meanwhile.
-void help_until(const Notification& done, InFlight& in_flight) {
+// Waits for `done`, running queued work of `in_flight`'s executors meanwhile. For a `done` notified from outside the
+// engine's ops (a timeline's callback), which the engine may not outlive: Notification::notify() touches only the
+// Notification, which the waiter keeps until it has seen it.
+void help_until_notified(const Notification& done, InFlight& in_flight) {
   while (!done.notified()) {
     if (!in_flight.help()) done.wait();
   }
@@ -35,13 +39,15 @@ void EngineCore::forbid_inside_op(const char* api) const {
 void EngineCore::wait_for_var(Var var) {
   forbid_inside_op("WaitForVar");
   VarState* state = vars_.checked(var, "WaitForVar");
-  Notification done;
+  std::atomic<bool> done{false};
   std::exception_ptr error;
-  push_sync_op(state, var.generation_, OpFunction::make<false>([state, &done, &error] {
+  push_sync_op(state, var.generation_, OpFunction::make<false>([this, state, &done, &error] {
                  error = std::exchange(state->error, nullptr);
-                 done.notify();
+                 // release: pairs with the acquire load below, so `error` is visible; the last touch of this frame.
+                 done.store(true, std::memory_order_release);
+                 in_flight_.notify_waiters();  // the engine outlives this op
                }));
-  help_until(done, in_flight_);
+  in_flight_.help_until([&done] { return done.load(std::memory_order_acquire); });
   if (error != nullptr) {
     errors_.reported(error, var);
     std::rethrow_exception(error);
@@ -83,7 +89,7 @@ void EngineCore::wait_for_fence(const Fence& fence) {
     done.notify();
   });
   fence.timeline->wait_async(waiter, fence.value);  // no promises: the value itself, that is completed work
-  help_until(done, in_flight_);
+  help_until_notified(done, in_flight_);
   if (error != nullptr) std::rethrow_exception(error);
 }
 

@@ -40,9 +40,12 @@ ThreadPoolExecutor::ThreadPoolExecutor(ThreadPoolOptions options)
     : workers_(static_cast<std::uint32_t>(resolve_workers(options.workers))),
       spin_(options.spin),
       hardware_threads_(static_cast<std::uint32_t>(hardware_threads())),
+      waiters_work_(options.waiters_work),
       arena_(static_cast<int>(workers_), /*reserved_for_masters=*/0),
-      slot_count_(workers_ + 1),
-      slots_(std::make_unique<Slot[]>(slot_count_)) {
+      arena_slots_(workers_ + 1),
+      slot_count_(arena_slots_ + (waiters_work_ ? 1 : 0)),
+      slots_(std::make_unique<Slot[]>(slot_count_)),
+      watches_(waiters_work_ ? std::make_unique<Watch[]>(arena_slots_) : nullptr) {
   offers_work_first_ = options.work_first;
   // + 1: oneTBB counts the thread that starts its scheduler in the limit, and gives workers the rest.
   const std::size_t needed = static_cast<std::size_t>(workers_) + 1;
@@ -63,8 +66,9 @@ void ThreadPoolExecutor::launch_drainer() noexcept {
   arena_.enqueue([this] { drain(); });
 }
 
-// Starts a drainer, counted as searching, if none is searching and fewer than workers_ exist. `counts` is a value of
-// counts_ read by the caller after it made its work visible.
+// Starts a drainer, counted as searching, if none is searching and fewer than workers_ exist; if every worker is busy
+// and none searches, wakes the threads waiting on the engine that work as workers (waiters_work_). `counts` is a value
+// of counts_ read by the caller after it made its work visible (seq_cst).
 void ThreadPoolExecutor::start_drainer_if_none_searching(std::uint64_t counts) noexcept {
   while (searchers(counts) == 0 && drainers(counts) < workers_) {
     // seq_cst: like every change of counts_, part of the Dekker pair described in next_task().
@@ -73,6 +77,10 @@ void ThreadPoolExecutor::start_drainer_if_none_searching(std::uint64_t counts) n
       return;
     }
   }
+  // The executor's half of the Dekker pair of ExecutorHost::helpers_asleep: the work was made visible (seq_cst, but
+  // for the ready queue's size, written under lock_), then this load. Only parallelism rests on it: every task queued
+  // here is taken by a drainer anyway (next_task()), so a helper that misses one leaves it to the workers.
+  if (waiters_work_ && searchers(counts) == 0 && host_->helpers_asleep()) host_->wake_helpers();
 }
 
 void ThreadPoolExecutor::submit(Task& task) noexcept {
@@ -215,6 +223,47 @@ void ThreadPoolExecutor::keep_own(Slot& own, TaskList& tasks, std::size_t count)
   if (count != 0) start_drainer_if_none_searching(counts_.load(std::memory_order_seq_cst));
 }
 
+// Whether worker `worker` has run no op for kStuck, by the looks of the helper that holds the guest slot: it is blocked
+// in a long op, or idle. Only then does a helper take work that a worker would take (the ready queue, a worker's
+// slot). Else it would split the worker's short ops with it, and the lines they share (a variable their completions
+// all release, the queue's lock) would cross the cores per op: a replayed fan-out of short readers ran 4-5x slower
+// than on the worker alone.
+bool ThreadPoolExecutor::stuck(std::uint32_t worker, Clock::time_point now) noexcept {
+  Watch& watch = watches_[worker];
+  // relaxed, both: hints. An index no drainer runs on holds no task and takes none.
+  if (!slots_[worker].active.load(std::memory_order_relaxed)) {
+    watch.stuck = false;
+    return false;
+  }
+  const std::uint32_t ran = slots_[worker].ran.load(std::memory_order_relaxed);
+  if (watch.ran != ran || watch.since == Clock::time_point{}) {
+    watch.ran = ran;
+    watch.since = now;
+  }
+  watch.stuck = now - watch.since >= kStuck;
+  return watch.stuck;
+}
+
+// find() for the helper that holds the guest slot: its own slot, the hand-off cell; the slots of stuck workers; and the
+// ready queue while a worker is stuck, or fewer drainers run than there are workers (a submit that saw the helper
+// searching started none), or urgent tasks wait.
+Task* ThreadPoolExecutor::find_as_guest(Slot& guest, bool& more) noexcept {
+  more = false;
+  Task* task = pop_own(guest, more);
+  if (task == nullptr) task = take_handoff();
+  if (task == nullptr && (has_shared_work() || !slots_empty())) {
+    const Clock::time_point now = Clock::now();
+    // relaxed: hints, as in find().
+    bool shared =
+        drainers(counts_.load(std::memory_order_relaxed)) < workers_ || urgent_.load(std::memory_order_relaxed) != 0;
+    for (std::uint32_t i = 0; i < arena_slots_; ++i) shared = stuck(i, now) || shared;
+    if (shared && has_shared_work()) task = pop_shared(more);
+    if (task == nullptr) task = steal(&guest, more);
+  }
+  if (task != nullptr && !more) more = !slots_empty();
+  return task;
+}
+
 // Takes the oldest half of another worker's slot (a helper, `own` null: one task). Returns the first task taken, and
 // keeps the rest in `own`. `more` says whether tasks remain that other threads could take.
 Task* ThreadPoolExecutor::steal(Slot* own, bool& more) noexcept {
@@ -223,6 +272,8 @@ Task* ThreadPoolExecutor::steal(Slot* own, bool& more) noexcept {
     Slot& victim = slots_[(first + i) % slot_count_];
     // relaxed: a hint; decided under the victim's lock.
     if (&victim == own || !victim.loaded.load(std::memory_order_relaxed)) continue;
+    // The guest takes only from a worker that its last look (find_as_guest()) found stuck.
+    if (own != nullptr && own == guest_slot() && !watches_[&victim - slots_.get()].stuck) continue;
     TaskList taken;
     std::size_t count = 0;
     bool left = false;
@@ -293,20 +344,79 @@ Task* ThreadPoolExecutor::route(TaskList& ready, Slot* own) noexcept {
 }
 
 bool ThreadPoolExecutor::try_help() noexcept {
+  // A helper that works as a worker borrows the guest slot, unless another helper holds it: what it steals and what its
+  // completions make ready then stay with it, as with a worker, where the pool's workers can steal them.
+  // relaxed: looking first keeps the line shared while another helper holds it. acquire: pairs with the release that
+  // gives it back below; the slot's owner-only state (streak) passes with it.
+  Slot* const guest = waiters_work_ && !guest_busy_.load(std::memory_order_relaxed) &&
+                              !guest_busy_.exchange(true, std::memory_order_acquire)
+                          ? guest_slot()
+                          : nullptr;
   bool more = false;
-  Task* task = find(nullptr, more);
-  if (task == nullptr) {
-    // relaxed: a hint. The waiting thread is about to sleep, or to look again: it no longer needs a core from us.
-    if (outside_submitting_.load(std::memory_order_relaxed)) {
-      outside_submitting_.store(false, std::memory_order_relaxed);
+  Task* task = guest != nullptr ? find_as_guest(*guest, more) : find(nullptr, more);
+  if (task == nullptr && guest != nullptr) task = search_as_helper(*guest, more);
+  const bool found = task != nullptr;
+  if (found) {
+    // Work remains and nobody looks for it: hand the search on, as a drainer would. seq_cst: as in next_task().
+    if (more) start_drainer_if_none_searching(counts_.load(std::memory_order_seq_cst));
+    // The op and, as on a worker, the chain it starts, for at most kHelpChain ops: then back to the wait, whose
+    // condition a chain fed by another thread's pushes could otherwise keep the helper from for good.
+    TaskList ready;
+    for (std::uint32_t ran = 0; task != nullptr; ++ran) {
+      if (ran == kHelpChain) {
+        submit(*task);
+        break;
+      }
+      host_->execute(*task, -1, ready);
+      task = route(ready, guest);
     }
-    return false;
+  } else if (outside_submitting_.load(std::memory_order_relaxed)) {
+    // relaxed: a hint. The waiting thread is about to sleep, or to look again: it no longer needs a core from us.
+    outside_submitting_.store(false, std::memory_order_relaxed);
   }
-  TaskList ready;
-  host_->execute(*task, -1, ready);
-  // A helper runs one op and returns to its wait: everything it made ready goes to the queue.
-  if (Task* keep = take_ready(ready, this)) submit(*keep);
+  if (guest != nullptr) guest_busy_.store(false, std::memory_order_release);  // pairs with the acquire above
+  return found;
+}
+
+// Whether no task is queued anywhere: the second half of a searcher's leaving (next_task(), search_as_helper()), after
+// its change of counts_.
+bool ThreadPoolExecutor::idle() noexcept {
+  {
+    std::lock_guard guard(lock_);
+    // seq_cst: the leaver's half of the Dekker pair with submit().
+    if (!queue_.empty() || inbox_.load(std::memory_order_seq_cst) != nullptr) return false;
+  }
+  // seq_cst: the leaver's half of the Dekker pair with keep_own()'s hand-off.
+  if (handoff_.load(std::memory_order_seq_cst) != nullptr) return false;
+  for (std::uint32_t i = 0; i < slot_count_; ++i) {
+    // seq_cst: the leaver's half of the Dekker pair with keep_own().
+    if (slots_[i].loaded.load(std::memory_order_seq_cst)) return false;
+  }
   return true;
+}
+
+// A helper that holds the guest slot and found no task searches as a drainer does, for 2 kStuck, counted as a
+// searcher: so keep_own() hands it a lone task through the hand-off cell, and a submit leaves the task to it rather
+// than wake a worker. Its looks are paced (stuck() times them). Returns the task found, or nullptr; in both cases it
+// no longer counts as searching.
+Task* ThreadPoolExecutor::search_as_helper(Slot& guest, bool& more) noexcept {
+  // seq_cst: as every change of counts_ (see next_task()).
+  counts_.fetch_add(kSearcher, std::memory_order_seq_cst);
+  // The last look comes after the slice, 2 kStuck: a worker blocked since the first look is seen stuck by then.
+  const Clock::time_point until = Clock::now() + 2 * kStuck;
+  Task* task = nullptr;
+  for (bool last = false; task == nullptr && !last;) {
+    // relaxed: a hint; find_as_guest() decides. Only a hand-off cuts the pause short: queued work the helper may not
+    // take (stuck()) would otherwise keep it looking without a pause, at the lines the workers write.
+    for (int i = 0; i < 32 && handoff_.load(std::memory_order_relaxed) == nullptr; ++i) support::cpu_relax();
+    last = Clock::now() >= until;
+    task = find_as_guest(guest, more);
+  }
+  const std::uint64_t counts = counts_.fetch_sub(kSearcher, std::memory_order_seq_cst) - kSearcher;
+  // Leaving empty-handed, as a drainer that gives up: work that arrived meanwhile, whose submit may have seen us
+  // searching and started nobody, goes to a drainer.
+  if (task == nullptr && !idle()) start_drainer_if_none_searching(counts);
+  return task;
 }
 
 // Returns the next op for a drainer, which counts as searching, to run, or nullptr when the drainer should finish (it
@@ -319,7 +429,6 @@ bool ThreadPoolExecutor::try_help() noexcept {
 // counts_). The ready queue is looked at under lock_, where every consumer changes it. So an op is never left queued
 // with nobody searching.
 Task* ThreadPoolExecutor::next_task(Slot* own) {
-  using Clock = std::chrono::steady_clock;
   Clock::time_point give_up{};
   for (;;) {
     bool more = false;
@@ -335,18 +444,7 @@ Task* ThreadPoolExecutor::next_task(Slot* own) {
     } else if (now >= give_up) {
       std::uint64_t counts =
           counts_.fetch_sub(kDrainer + kSearcher, std::memory_order_seq_cst) - (kDrainer + kSearcher);
-      bool idle;
-      {
-        std::lock_guard guard(lock_);
-        idle = queue_.empty() && inbox_.load(std::memory_order_seq_cst) == nullptr;
-      }
-      // seq_cst: the drainer's half of the Dekker pair with keep_own()'s hand-off.
-      idle = idle && handoff_.load(std::memory_order_seq_cst) == nullptr;
-      for (std::uint32_t i = 0; i < slot_count_ && idle; ++i) {
-        // seq_cst: the drainer's half of the Dekker pair with keep_own().
-        idle = !slots_[i].loaded.load(std::memory_order_seq_cst);
-      }
-      if (idle) return nullptr;
+      if (idle()) return nullptr;
       // Work arrived as we left, and its submit may have seen us searching: search again, unless another drainer
       // does or the pool is full again.
       bool back = false;
@@ -374,15 +472,21 @@ void ThreadPoolExecutor::drain() {
   (void)launches_.load(std::memory_order_acquire);
   const int worker = tbb::this_task_arena::current_thread_index();
   const ThreadPoolExecutor* const outer = std::exchange(t_draining, this);  // an op may wait in oneTBB and nest us
-  // A thread of the arena has an index below slot_count_; anything else (never seen) runs without a slot, as a helper.
-  Slot* const own = worker >= 0 && static_cast<std::uint32_t>(worker) < slot_count_
+  // A thread of the arena has an index below arena_slots_; anything else (never seen) runs without a slot, as a helper.
+  Slot* const own = worker >= 0 && static_cast<std::uint32_t>(worker) < arena_slots_
                         ? &slots_[static_cast<std::size_t>(worker)]
                         : nullptr;
+  // Progress for helpers (stuck()), counted only where they work (waiters_work_). relaxed: hints; the drainer's alone.
+  Slot* const watched = waiters_work_ ? own : nullptr;
+  if (watched != nullptr) watched->active.store(true, std::memory_order_relaxed);
   TaskList ready;
   while (Task* task = next_task(own)) {
     while (task != nullptr) {
       do {
         host_->execute(*task, worker, ready);
+        if (watched != nullptr) {
+          watched->ran.store(watched->ran.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+        }
         // The common cases without a call: nothing made ready, or one op of this pool (a chain).
         const Task* made = ready.front();
         task = made == nullptr || (made->next_ == nullptr && made->executor() == this) ? ready.pop_front()
@@ -399,6 +503,7 @@ void ThreadPoolExecutor::drain() {
     // seq_cst: see next_task(). Searching again.
     counts_.fetch_add(kSearcher, std::memory_order_seq_cst);
   }
+  if (watched != nullptr) watched->active.store(false, std::memory_order_relaxed);  // relaxed: as above
   t_draining = outer;
   // The last access to this object: stop() cannot return before we release alive_mutex_.
   std::lock_guard guard(alive_mutex_);

@@ -34,6 +34,14 @@
 // workers in 0.65-0.82x the time, bench/README.md). The hint is cleared when an outside thread waiting on the engine
 // finds no work to help with (try_help()), as it does before it sleeps.
 //
+// A waiting thread as a worker (ThreadPoolOptions::waiters_work): a thread waiting on the engine runs queued work
+// (try_help()) in the guest slot, searches as a drainer does, keeps looking for `spin` when it finds none
+// (help_spin()), and then sleeps; when work is made ready that no worker will take soon (every worker is busy, none
+// searches), the pool wakes it (ExecutorHost::wake_helpers). It takes the ready queue and workers' slots only from
+// workers that have run no op for a moment (stuck()), so that it does not split a worker's short ops with it. Without
+// the option a waiting thread only runs what it finds queued, and sleeps. Either way a helper runs the chain it starts,
+// up to kHelpChain ops per try_help().
+//
 // Thread safety: every method may be called from any thread, except start()/stop() (the engine's owner thread).
 // Cost: submit() is one compare-exchange on the inbox line and one load of the counts (and enqueues a TBB task only
 // when a drainer must be started); running a kept successor takes no lock, and one from the worker's slot a lock whose
@@ -80,6 +88,13 @@ struct ThreadPoolOptions {
   // must never wait for anything its pushing thread does after the push returns (a lock the pusher holds, a flag it
   // sets later): the pusher may be the thread running it (as a push past max_in_flight already may).
   bool work_first = false;
+  // A thread waiting on the engine (WaitForAll, WaitForVar, a push held back by max_in_flight) works as one more worker
+  // of this pool: it keeps looking for work for `spin` before it sleeps, and the pool wakes it for work that no busy
+  // worker will take soon. Meant for a pool of hardware threads - 1 workers fed by a thread that pushes and then
+  // waits: 1 worker and that thread then run like 2 workers, on long ops (twice the throughput) and on short ones
+  // (whose lines then cross the cores: "A waiting thread as a worker" below). Off, a waiting thread runs only what it
+  // finds queued.
+  bool waiters_work = false;
 };
 
 class ThreadPoolExecutor final : public Executor {
@@ -101,6 +116,10 @@ class ThreadPoolExecutor final : public Executor {
   void submit(Task& task) noexcept override;
   [[nodiscard]] bool run_here(const Task& task) const noexcept override;
   [[nodiscard]] bool try_help() noexcept override;
+  // `spin` with ThreadPoolOptions::waiters_work (see "A waiting thread as a worker" above); else 0.
+  [[nodiscard]] std::chrono::nanoseconds help_spin() const noexcept override {
+    return waiters_work_ ? spin_ : std::chrono::nanoseconds{0};
+  }
   void stop() noexcept override;
 
  private:
@@ -120,15 +139,30 @@ class ThreadPoolExecutor final : public Executor {
   // its cache while nobody steals; other workers and helpers take from the front under the same lock (steal()).
   // `loaded` says whether the slot holds tasks, for threads looking for work: on a line of its own, written only when
   // the slot turns empty or non-empty, so a searcher spinning on it does not pull the lock's line away per task.
+  using Clock = std::chrono::steady_clock;
   struct Slot {
     alignas(64) support::Spinlock lock;
     TaskList tasks;            // guarded by lock
     std::size_t count = 0;     // guarded by lock
     std::uint32_t streak = 0;  // the owner's alone: tasks find() took since it last looked at the ready queue first
+    // Whether a drainer runs with this slot, and the ops it ran: written by that drainer alone, read by helpers
+    // (stuck()).
+    std::atomic<bool> active{false};
+    std::atomic<std::uint32_t> ran{0};
     alignas(64) std::atomic<bool> loaded{false};
+  };
+  // What the helper holding the guest slot last saw of a worker's progress (stuck()).
+  struct Watch {
+    std::uint32_t ran = 0;
+    Clock::time_point since{};  // when `ran` was last seen to change; zero: never looked
+    bool stuck = false;         // what the last look concluded
   };
   // The most tasks a slot holds; a fan-out beyond it goes to the ready queue.
   static constexpr std::size_t kSlotCapacity = 256;
+  // The most ops of a chain a helping thread runs in one try_help().
+  static constexpr std::uint32_t kHelpChain = 64;
+  // How long a worker must have run no op before a helper takes work a worker would take (stuck()).
+  static constexpr std::chrono::nanoseconds kStuck = std::chrono::microseconds(1);
   // Every how many looks for a task (find()) a worker looks at the ready queue before its own slot.
   static constexpr std::uint32_t kFairness = 64;
 
@@ -139,6 +173,11 @@ class ThreadPoolExecutor final : public Executor {
   [[nodiscard]] Task* take_handoff() noexcept;
   [[nodiscard]] static Task* pop_own(Slot& own, bool& more) noexcept;
   [[nodiscard]] Task* steal(Slot* own, bool& more) noexcept;
+  [[nodiscard]] bool stuck(std::uint32_t worker, Clock::time_point now) noexcept;
+  [[nodiscard]] Task* find_as_guest(Slot& guest, bool& more) noexcept;
+  [[nodiscard]] Task* search_as_helper(Slot& guest, bool& more) noexcept;
+  [[nodiscard]] bool idle() noexcept;
+  [[nodiscard]] Slot* guest_slot() const noexcept { return waiters_work_ ? &slots_[arena_slots_] : nullptr; }
   void keep_own(Slot& own, TaskList& tasks, std::size_t count) noexcept;
   [[nodiscard]] Task* route(TaskList& ready, Slot* own) noexcept;
   [[nodiscard]] bool has_shared_work() const noexcept;
@@ -151,6 +190,7 @@ class ThreadPoolExecutor final : public Executor {
   const std::uint32_t workers_;
   const std::chrono::nanoseconds spin_;
   const std::uint32_t hardware_threads_;
+  const bool waiters_work_;                          // ThreadPoolOptions::waiters_work
   std::optional<tbb::global_control> thread_limit_;  // held only when the workers do not fit under oneTBB's limit
   tbb::task_arena arena_;
 
@@ -175,10 +215,15 @@ class ThreadPoolExecutor final : public Executor {
   // the ready queue before its own slot. Written only by such submits and their pops, so the line stays cached
   // everywhere.
   alignas(64) std::atomic<std::uint32_t> urgent_{0};
-  // One per index a thread of the arena may have (tbb::this_task_arena::current_thread_index()): workers_ + 1, since
-  // oneTBB leaves index 0 to an outside thread in an arena of one slot without reserved ones (its worker is index 1).
+  // One per index a thread of the arena may have (tbb::this_task_arena::current_thread_index()): arena_slots_ =
+  // workers_ + 1, since oneTBB leaves index 0 to an outside thread in an arena of one slot without reserved ones (its
+  // worker is index 1). Where helpers work as workers (waiters_work_), one more: the guest slot, held by one helping
+  // thread at a time (guest_busy_).
+  const std::uint32_t arena_slots_;
   const std::uint32_t slot_count_;
   std::unique_ptr<Slot[]> slots_;
+  alignas(64) std::atomic<bool> guest_busy_{false};
+  std::unique_ptr<Watch[]> watches_;  // one per worker, where waiters_work_; the guest slot's holder's alone
   // Drainers alive, for stop() to wait on. A mutex rather than an atomic wait: the last drainer's notify must happen
   // before stop() can return and the executor be destroyed, and holding alive_mutex_ across it guarantees that.
   // Bumped (release) by every launch and read (acquire) by every drainer as it starts, so the executor's state and the

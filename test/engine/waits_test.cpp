@@ -2,10 +2,14 @@
 // that called from inside a running op they throw Error instead of hanging.
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
+#include <memory>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include "engine/engine.h"
+#include "executors/threadpool/threadpool_executor.h"
 #include "test/engine/test_support.h"
 #include "test/executors/executor_factories.h"
 
@@ -113,6 +117,53 @@ TEST_CASE("waits run queued work on the calling thread", "[engine][waits][thread
     }
     CHECK(unblocked_in_time);
     CHECK(worker == -1);  // run by the waiting thread, which is none of the pool's workers
+  }
+}
+
+// executors/threadpool/threadpool_executor.h, "A waiting thread as a worker": with ThreadPoolOptions::waiters_work, a
+// thread asleep in a wait is woken for work that an op makes ready while the pool's one worker is busy, and runs it.
+// Here the op waits for that work: if nobody woke the waiting thread, it would time out.
+TEST_CASE("a waiting thread runs work made ready while it sleeps, where the pool's waiters work", "[engine][waits]") {
+  for (const int use_wait_for_all : {1, 0}) {
+    DYNAMIC_SECTION((use_wait_for_all != 0 ? "WaitForAll" : "WaitForVar")) {
+      Watchdog watchdog("a waiting thread woken for work");
+      EngineOptions options;
+      options.executors.push_back(
+          std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1, .waiters_work = true}));
+      Engine engine(std::move(options));
+      const Var a = engine.NewVariable(), b = engine.NewVariable();
+      std::atomic<bool> started{false}, b_ran{false};
+      bool b_in_time = false;
+      int a_worker = -1, b_worker = 0;
+      engine.Push(
+          [&](const RunContext& context) {
+            a_worker = context.worker;
+            started.store(true, std::memory_order_release);  // release: pairs with the test thread's acquire
+            // A long op first (2 ms): by then the waiting thread has stopped looking for work (the pool's 20 us idle
+            // spin) and sleeps. Then it makes b's op ready, and waits for another thread to have run it.
+            const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(2);
+            while (std::chrono::steady_clock::now() < until) {
+            }
+            engine.Push(
+                [&](const RunContext& inner) {
+                  b_worker = inner.worker;
+                  b_ran.store(true, std::memory_order_release);  // release: pairs with the acquire below
+                },
+                {}, {b});
+            b_in_time = wait_until([&] { return b_ran.load(std::memory_order_acquire); });
+          },
+          {}, {a});
+      // The op runs on the worker, not on this thread (which, waiting, could take it from a worker not yet awake).
+      REQUIRE(wait_until([&] { return started.load(std::memory_order_acquire); }));
+      if (use_wait_for_all != 0) {
+        engine.WaitForAll();
+      } else {
+        engine.WaitForVar(a);
+      }
+      CHECK(a_worker >= 0);
+      CHECK(b_in_time);
+      CHECK(b_worker == -1);  // run by the waiting thread
+    }
   }
 }
 

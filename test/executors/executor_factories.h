@@ -95,6 +95,17 @@ inline ExecutorFactory work_first_factory(int workers) {
           workers};
 }
 
+// A pool whose waiting threads work as workers (ThreadPoolOptions::waiters_work). In the randomized oracles only, as
+// the work-first pools: a waiting thread there takes queued ops and ops from stuck workers, so a test whose op waits
+// for the thread that waits could block it.
+inline ExecutorFactory waiters_work_factory(int workers) {
+  return {"threadpool-" + std::to_string(workers) + "-waiters-work",
+          [workers] {
+            return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = workers, .waiters_work = true});
+          },
+          workers};
+}
+
 // The stream executor over a backend of stream_test_support.h. One device: ops use the default placement (device 0),
 // so more devices would only add idle streams. Four compute streams: independent ops spread over the unused or idle
 // ones, so dependent ops on different streams make the executor issue, elide and chain device waits.
@@ -165,11 +176,13 @@ inline void check_async_refused(Engine& engine, const Var& v, const PushOptions&
 // The thread pools alone, for tests of behaviour only a pool has (helping, several workers).
 inline std::vector<ExecutorFactory> threadpool_factories() { return {threadpool_factory(1), threadpool_factory(2)}; }
 
-// executor_factories() and the work-first pools: for the randomized oracles, whose ops never wait for the pusher.
+// executor_factories(), the work-first pools and a pool whose waiters work: for the randomized oracles, whose ops never
+// wait for the pusher.
 inline std::vector<ExecutorFactory> oracle_factories() {
   std::vector<ExecutorFactory> result = executor_factories();
   result.push_back(work_first_factory(1));
   result.push_back(work_first_factory(2));
+  result.push_back(waiters_work_factory(1));
   return result;
 }
 

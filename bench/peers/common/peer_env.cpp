@@ -8,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <stdexcept>
+#include <string>
+#include <string_view>
 
 namespace depengine::bench::peers {
 namespace {
@@ -58,6 +60,13 @@ bool has_symbol(const char* name) { return dlsym(RTLD_DEFAULT, name) != nullptr;
 int depengine_pool_workers(int cores) {
   const char* env = std::getenv("DEPENGINE_CPU_WORKERS");
   return env != nullptr && *env != '\0' ? 0 : cores;
+}
+
+bool depengine_waiters_work() {
+  const char* env = std::getenv("DEPENGINE_BENCH_WAITERS_WORK");
+  if (env == nullptr || std::string_view(env).empty() || std::string_view(env) == "0") return false;
+  if (std::string_view(env) == "1") return true;
+  throw std::invalid_argument(std::string("DEPENGINE_BENCH_WAITERS_WORK='") + env + "': expected 0 or 1");
 }
 
 }  // namespace depengine::bench::peers

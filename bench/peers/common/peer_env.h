@@ -38,4 +38,9 @@ bool has_symbol(const char* name);
 // instead (`DEPENGINE_CPU_WORKERS=1` measures 1 worker plus the pushing thread, two threads as every peer runs).
 int depengine_pool_workers(int cores);
 
+// ThreadPoolOptions::waiters_work of that pool: true when DEPENGINE_BENCH_WAITERS_WORK is 1, false when it is unset or
+// 0 (`DEPENGINE_CPU_WORKERS=1 DEPENGINE_BENCH_WAITERS_WORK=1` measures 1 worker with the main thread working while it
+// waits). Throws std::invalid_argument for any other value.
+bool depengine_waiters_work();
+
 }  // namespace depengine::bench::peers

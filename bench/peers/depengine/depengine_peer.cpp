@@ -35,13 +35,14 @@ int main(int argc, char** argv) try {
   const std::vector<Workload> workloads = selected_workloads(options);
   const std::string system = "depengine";
   EngineOptions engine_options;
-  const ThreadPoolOptions pool{.workers = depengine_pool_workers(kWorkers)};
+  const ThreadPoolOptions pool{.workers = depengine_pool_workers(kWorkers), .waiters_work = depengine_waiters_work()};
   auto executor = std::make_unique<ThreadPoolExecutor>(pool);
   const int workers = executor->workers();
   engine_options.executors.push_back(std::move(executor));
   Engine engine(std::move(engine_options));
   print_setting(system, "threadpool executor, workers=" + std::to_string(workers) +
-                            (pool.workers == 0 ? " (DEPENGINE_CPU_WORKERS)" : "") + ", idle spin " +
+                            (pool.workers == 0 ? " (DEPENGINE_CPU_WORKERS)" : "") +
+                            (pool.waiters_work ? ", waiters_work" : "") + ", idle spin " +
                             std::to_string(pool.spin.count()) + " ns, pushing from the main thread");
   std::vector<Record> records = measure(options, workloads, system, kWorkers,
                                         [&](const Workload& w) { return RunTiming{run_workload(engine, w)}; });

@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdlib>
 #include <deque>
 #include <functional>
@@ -57,6 +58,14 @@ class FakeHost final : public ExecutorHost {
   }
 
   [[nodiscard]] int max_running() const noexcept { return max_running_.load(std::memory_order_relaxed); }
+
+  // Helping threads: the test says whether one sleeps, and counts the pool's calls to wake it.
+  [[nodiscard]] bool helpers_asleep() const noexcept override {
+    return helper_asleep.load(std::memory_order_seq_cst);  // seq_cst: as ExecutorHost asks
+  }
+  void wake_helpers() noexcept override { rings.fetch_add(1, std::memory_order_relaxed); }  // relaxed: a count
+  std::atomic<bool> helper_asleep{false};
+  std::atomic<int> rings{0};
 
   // The stream-executor half of the host: a CPU executor never calls it (these abort the test if it does).
   [[nodiscard]] Tracker& tracker() noexcept override { return tracker_; }
@@ -330,15 +339,77 @@ TEST_CASE("try_help runs a queued task on the calling thread and reports an empt
   CHECK(queued.runs.load() == 1);
   CHECK(queued.thread == std::this_thread::get_id());
   CHECK(queued.worker == -1);
-  // A helper runs one task and returns: the successor it made ready went to the queue, not to the helper.
-  CHECK(successor.runs.load() == 0);
-  CHECK(pool.try_help());
+  // A helper runs the chain it starts, as a worker does: the successor ran on it too, in the same call.
   CHECK(successor.runs.load() == 1);
+  CHECK(successor.thread == std::this_thread::get_id());
   CHECK_FALSE(pool.try_help());
   gate.let_go();
   pool.stop();
   CHECK_FALSE(gate.timed_out.load());
   CHECK(blocker.runs.load() == 1);
+}
+
+// threadpool_executor.h: a helper runs a chain as a worker would, but returns to its wait within a bounded number of
+// ops, so that a chain fed without end cannot keep it from its own condition. With and without waiters_work.
+TEST_CASE("a helping thread runs the chain it starts, a bounded part of it per call", "[executors][threadpool]") {
+  Watchdog watchdog("threadpool helper chain");
+  for (const bool waiters_work : {true, false}) {
+    FakeHost host;
+    ThreadPoolExecutor pool(ThreadPoolOptions{.workers = 1, .waiters_work = waiters_work});
+    pool.start(host);
+    Gate gate;
+    ScriptedTask blocker(&pool, 0);
+    blocker.body = [&](int) { gate.hold(); };
+    pool.submit(blocker);
+    REQUIRE(gate.reached());  // the one worker is taken: only this thread runs the chain
+    std::deque<ScriptedTask> chain;
+    for (int i = 0; i < 200; ++i) chain.emplace_back(&pool, 0);
+    for (std::size_t i = 0; i + 1 < chain.size(); ++i) chain[i].successors.push_back(&chain[i + 1]);
+    pool.submit(chain.front());
+    const auto ran = [&] {
+      return std::count_if(chain.begin(), chain.end(), [](const ScriptedTask& t) { return t.runs.load() == 1; });
+    };
+    REQUIRE(pool.try_help());
+    const auto first_call = ran();
+    CHECK(first_call > 1);                  // more than the op it found: the chain went on, on this thread
+    CHECK(first_call < std::ssize(chain));  // but not to its end
+    int calls = 1;
+    while (pool.try_help()) ++calls;
+    CHECK(ran() == std::ssize(chain));
+    CHECK(calls > 1);
+    for (const ScriptedTask& task : chain) CHECK(task.thread == std::this_thread::get_id());
+    gate.let_go();
+    pool.stop();
+    CHECK_FALSE(gate.timed_out.load());
+  }
+}
+
+// "A waiting thread as a worker" (ThreadPoolOptions::waiters_work): work made ready while every worker is busy and
+// none searches wakes a helper that sleeps; without the option, helpers are neither woken nor asked to keep looking.
+TEST_CASE("a pool whose waiters work wakes a sleeping helper for work no worker takes", "[executors][threadpool]") {
+  Watchdog watchdog("threadpool helper wake");
+  for (const bool waiters_work : {true, false}) {
+    FakeHost host;
+    ThreadPoolExecutor pool(
+        ThreadPoolOptions{.workers = 1, .spin = std::chrono::microseconds(50), .waiters_work = waiters_work});
+    CHECK(pool.help_spin() == (waiters_work ? std::chrono::microseconds(50) : std::chrono::microseconds(0)));
+    pool.start(host);
+    Gate gate;
+    ScriptedTask blocker(&pool, 0), queued(&pool, 0), later(&pool, 0);
+    blocker.body = [&](int) { gate.hold(); };
+    pool.submit(blocker);
+    REQUIRE(gate.reached());  // the one worker runs it: every worker is busy, none searches
+    pool.submit(queued);
+    CHECK(host.rings.load() == 0);  // no helper sleeps
+    host.helper_asleep.store(true, std::memory_order_seq_cst);
+    pool.submit(later);
+    CHECK(host.rings.load() == (waiters_work ? 1 : 0));
+    host.helper_asleep.store(false, std::memory_order_seq_cst);
+    gate.let_go();
+    REQUIRE(wait_until([&] { return later.runs.load() == 1 && queued.runs.load() == 1; }));
+    pool.stop();
+    CHECK_FALSE(gate.timed_out.load());
+  }
 }
 
 // The hint behind "Yielding to a thread that pushes" (threadpool_executor.h): what sets it and what clears it.
