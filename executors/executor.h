@@ -164,8 +164,9 @@ class Executor {
   // Takes a ready task and runs it eventually. May run it before returning (the inline executor does). Any thread.
   virtual void submit(Task& task) noexcept = 0;
 
-  // Runs one queued task on the calling thread, if there is one, and returns whether it did. Called by threads that
-  // wait (WaitForAll, a push held back by the in-flight bound) so that they help rather than idle. Any thread.
+  // Runs a queued task on the calling thread, if there is one (and, at the executor's choice, a bounded part of the
+  // chain it starts), and returns whether it did. Called by threads that wait (WaitForAll, a push held back by the
+  // in-flight bound) so that they help rather than idle. Any thread.
   [[nodiscard]] virtual bool try_help() noexcept = 0;
 
   // How long a thread that waits on the engine, and finds no task of this executor to help with, keeps looking before

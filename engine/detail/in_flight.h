@@ -80,7 +80,8 @@ class InFlight {
   void help_until(const Done& done) {
     help_until([](const void* context) { return (*static_cast<const Done*>(context))(); }, &done, 0);
   }
-  // Runs one queued op of any helper executor on the calling thread; false if none had one.
+  // Runs queued work of the first helper executor that has some (Executor::try_help) on the calling thread; false if
+  // none had any.
   [[nodiscard]] bool help() noexcept;
   // Wakes the threads asleep in the waits, to test their condition again.
   void notify_waiters() noexcept;

@@ -347,7 +347,7 @@ bool ThreadPoolExecutor::try_help() noexcept {
   // A helper that works as a worker borrows the guest slot, unless another helper holds it: what it steals and what its
   // completions make ready then stay with it, as with a worker, where the pool's workers can steal them.
   // relaxed: looking first keeps the line shared while another helper holds it. acquire: pairs with the release that
-  // gives it back below; the slot's owner-only state (streak) passes with it.
+  // gives it back below; the guest's own state (the slot's streak, watches_) passes with it.
   Slot* const guest = waiters_work_ && !guest_busy_.load(std::memory_order_relaxed) &&
                               !guest_busy_.exchange(true, std::memory_order_acquire)
                           ? guest_slot()
