@@ -43,6 +43,17 @@ class Spinlock {
     return !locked_.load(std::memory_order_relaxed) && !locked_.exchange(true, std::memory_order_acquire);
   }
 
+  // One attempt, without looking first: for a caller that expects the lock to be free, and has something better to do
+  // than wait when it is not. Costs what lock() costs when the lock is free.
+  [[nodiscard]] bool try_acquire() noexcept {
+    return !locked_.exchange(true, std::memory_order_acquire);  // acquire: as in lock()
+  }
+
+  // Whether some thread holds the lock: a hint, stale by the time the caller acts on it (nothing is ordered by it).
+  [[nodiscard]] bool is_locked() const noexcept {
+    return locked_.load(std::memory_order_relaxed);  // relaxed: a hint, as said above
+  }
+
   void unlock() noexcept {
     // release: pairs with the acquire exchange in lock()/try_lock() of the next holder.
     locked_.store(false, std::memory_order_release);

@@ -34,11 +34,46 @@ void VarQueue::prefetch_behind(const VarUse& first) noexcept {
   if (const VarUse* third = next_of(*second)) __builtin_prefetch(third);
 }
 
+// The fast path (see Two cache lines): `use`, an exclusive use without a signal, hands over to `next`, an exclusive use
+// linked behind it.
+[[gnu::always_inline]] inline void VarQueue::hand_over(const VarUse& use, VarUse& next, ReadyList& ready) noexcept {
+  done_lock_.lock();
+  if (use.access == Access::kWrite) {
+    // relaxed load: only the holder of the variable's exclusivity changes version_. release store: pairs with the
+    // acquire in version(), publishing the mutation this counts.
+    version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
+  // relaxed: read by lock_'s holders that the grants below order after this (first_locked()), and by inspect(), which
+  // holds done_lock_.
+  head_.store(&next, std::memory_order_relaxed);
+  done_lock_.unlock();
+  prefetch_behind(next);
+  grant(next, ready);
+}
+
+// `use`, an exclusive use without a signal, found nothing linked behind it and lock_ held: waits for the holder, a
+// pusher appending to this variable, for at most kAppendWait pauses, and hands over on the fast path if it links an
+// exclusive use (see Two cache lines). Returns whether it did.
+bool VarQueue::hand_over_when_linked(const VarUse& use, ReadyList& ready) noexcept {
+  VarUse* next = next_of(use);
+  for (int pauses = 0; next == nullptr && pauses < kAppendWait && lock_.is_locked(); ++pauses) {
+    support::cpu_relax();
+    next = next_of(use);
+  }
+  if (next == nullptr) next = next_of(use);  // the holder may have linked it just before it let go
+  if (next == nullptr || next->access == Access::kRead) return false;
+  hand_over(use, *next, ready);
+  return true;
+}
+
 // Inlined into complete(): on the inline executor, and for reads, it is the common case, and a call of its own cost
 // the hot path about ten instructions per use.
 [[gnu::always_inline]] inline void VarQueue::complete_slow(const VarUse& use, const VarSignal* signal,
                                                            ReadyList& ready) noexcept {
-  lock_.lock();
+  if (!lock_.try_acquire()) [[unlikely]] {
+    if (signal == nullptr && use.access != Access::kRead && hand_over_when_linked(use, ready)) return;
+    lock_.lock();
+  }
   if (signal != nullptr) {
     assert(signals_ != nullptr && "complete() with a signal on a queue without signals (carry_signals)");
     if (use.access == Access::kRead) {
@@ -82,19 +117,8 @@ void VarQueue::complete(const VarUse& use, const VarSignal* signal, ReadyList& r
       return;
     }
     VarUse* next = next_of(use);
-    if (next != nullptr && next->access != Access::kRead) {  // the fast path (see Two cache lines)
-      done_lock_.lock();
-      if (use.access == Access::kWrite) {
-        // relaxed load: only the holder of the variable's exclusivity changes version_. release store: pairs with
-        // the acquire in version(), publishing the mutation this counts.
-        version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-      }
-      // relaxed: read by lock_'s holders that the grants below order after this (first_locked()), and by inspect(),
-      // which holds done_lock_.
-      head_.store(next, std::memory_order_relaxed);
-      done_lock_.unlock();
-      prefetch_behind(*next);
-      grant(*next, ready);
+    if (next != nullptr && next->access != Access::kRead) {
+      hand_over(use, *next, ready);
       return;
     }
   }

@@ -36,6 +36,12 @@
 // signal (below) takes lock_. A first node that starts waiting for reads is made head_ too, under lock_, so that the
 // read that grants it finds it on the completers' line: no fast path runs meanwhile (no exclusive use is granted while
 // reads run).
+// A completion that finds nothing linked behind it, and lock_ held at its first attempt, waits for the holder instead
+// (hand_over_when_linked(), kAppendWait): that is a pusher appending to this variable, most often the next op of a
+// chain whose pusher the completing thread has caught up with. If it links an exclusive use, the completion takes the
+// fast path. Taking lock_ behind the pusher instead makes the two go on in lock-step, trading the pushers' line twice
+// per op, each waiting at the lock for the other (a chain pushed from one thread then ran at about twice the time per
+// op: bench/README.md).
 //
 // Reads complete without the lock. A read's completion without a signal counts itself on the completers' line
 // (completed_reads_, a seq_cst increment) and takes no lock, so the readers of a fan-out do not trade the pushers' line
@@ -209,6 +215,11 @@ class VarQueue {
     VarUse* head = head_.load(std::memory_order_relaxed);
     return head != nullptr ? head : first_;
   }
+  // The most pauses a completion waits for a pusher that holds lock_ (see the fast path above): far longer than an
+  // append holds it; the bound is for a pusher preempted while it does.
+  static constexpr int kAppendWait = 256;
+  void hand_over(const VarUse& use, VarUse& next, ReadyList& ready) noexcept;
+  bool hand_over_when_linked(const VarUse& use, ReadyList& ready) noexcept;
   void complete_slow(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;
   static void prefetch_behind(const VarUse& first) noexcept;
   void grant_front_reads(VarUse* front, ReadyList& ready) noexcept;

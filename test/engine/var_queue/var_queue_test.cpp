@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <memory>
 #include <random>
 #include <string_view>
 #include <thread>
@@ -219,6 +220,54 @@ TEST_CASE("VarQueue: a write hands over to the write linked behind it without th
   CHECK(complete(r3.uses[0]).empty());
   CHECK(idle(q));
   CHECK(q.version() == 2);
+}
+
+// A chain completed right behind its pusher: the completer often finds nothing linked behind the write it completes
+// while the pusher holds the lock to link the next one, and waits for that link (var_queue.h, Two cache lines), or,
+// when the pusher is slower, takes the lock and empties the list, so that the next write is granted at its append.
+// Either way every write must be granted exactly once, in push order, and only after the one before it completed.
+TEST_CASE("VarQueue: a chain completed right behind its pusher grants each write once, in order",
+          "[var_queue][concurrency]") {
+  const std::string_view sanitizer = DEPENGINE_SANITIZER;
+  const int writes = sanitizer == "thread" ? 20000 : 200000;
+  VarQueue q;
+  std::vector<std::unique_ptr<TestOp>> ops;
+  for (int i = 0; i < writes; ++i) ops.push_back(std::make_unique<TestOp>(TestOp::Uses{{&q, Access::kWrite}}));
+  std::atomic<int> pushed{0};  // ops[0, pushed) have been pushed; written by the pusher only
+  std::atomic<int> out_of_order{0};
+  std::thread pusher([&] {
+    for (int i = 0; i < writes; ++i) {
+      TestOp& op = *ops[static_cast<std::size_t>(i)];
+      // release: pairs with the completer's acquire; the op is then the completer's to complete, once granted.
+      if (op.push()) op.granted.store(true, std::memory_order_release);
+      pushed.store(i + 1, std::memory_order_release);
+    }
+  });
+  std::uint64_t data = 0;  // plain: written by the holder of the queue's exclusivity, which TSAN checks is passed on
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (int i = 0; i < writes; ++i) {
+    TestOp& op = *ops[static_cast<std::size_t>(i)];
+    // acquire, both: pair with the pusher's release stores and the completer's grants (below).
+    while (pushed.load(std::memory_order_acquire) <= i || !op.granted.load(std::memory_order_acquire)) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        std::fprintf(stderr, "FAILED (hang): write %d was never granted\n", i);
+        std::abort();  // the pusher still links ops: returning would leave it dangling pointers
+      }
+    }
+    if (data != static_cast<std::uint64_t>(i)) out_of_order.fetch_add(1, std::memory_order_relaxed);
+    ++data;
+    for (OpNode* next : complete(op.uses[0])) {
+      TestOp* granted = static_cast<TestOp*>(next);
+      if (i + 1 == writes || granted != ops[static_cast<std::size_t>(i) + 1].get() ||
+          granted->granted.exchange(true, std::memory_order_release)) {
+        out_of_order.fetch_add(1, std::memory_order_relaxed);  // not the next write, or granted twice
+      }
+    }
+  }
+  pusher.join();
+  CHECK(out_of_order.load() == 0);
+  CHECK(q.version() == static_cast<std::uint64_t>(writes));
+  CHECK(idle(q));
 }
 
 TEST_CASE("VarQueue: reads complete without the pushers' lock, the last one a waiting write needs too, and grants it",
