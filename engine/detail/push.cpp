@@ -41,13 +41,23 @@ void check_fences(const FenceList& fences, const char* field) {
   }
 }
 
+// Whether the pusher of `op` holds a grant of its own while it publishes it (op_node.h): unless the op uses one
+// variable and the push has nothing to do after linking it (no scope to count it in, no wait fence to arm). Read
+// before publish(): without that grant the op may run, and its record be reused, as soon as it is linked.
+bool pusher_grants(const OpRecord* op) noexcept {
+  return op->num_uses != 1 || op->scope != nullptr || op->waits_fences;
+}
+
 // Appends `op` to the queue of every variable it uses, all locks held at once (see var_queue.h), its wait counter set
-// beforehand to every grant it waits for, ours included (op_node.h). Returns the grants given at append, which the
-// caller gives back with its own; or -1, appending nothing, if a variable was deleted since its handle was checked.
-// DeleteVariable's op moves its variable's generation on while the lock is held, so no push can slip in behind it.
-std::int32_t publish(OpRecord* op) noexcept {
+// beforehand to every grant it waits for, ours included if `self_grant` (op_node.h). Returns the grants given at
+// append, which the caller gives back with its own; or -1, appending nothing, if a variable was deleted since its
+// handle was checked. DeleteVariable's op moves its variable's generation on while the lock is held, so no push can
+// slip in behind it. Without `self_grant` (one use) the op is not to be touched once linked: its variable is read
+// before.
+std::int32_t publish(OpRecord* op, bool self_grant) noexcept {
   VarUse* const uses = op->uses;
   const std::uint32_t count = op->num_uses;
+  VarQueue* const only = count == 1 ? uses[0].var : nullptr;
   for (std::uint32_t i = 0; i < count; ++i) uses[i].var->lock();
   bool alive = true;
   for (std::uint32_t i = 0; i < count && alive; ++i) {
@@ -62,13 +72,17 @@ std::int32_t publish(OpRecord* op) noexcept {
       var->generation.store(var->generation.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
     // + 1 for the wait fences, given when the last is reached; + 1 for our own grant, given after the unlocks.
-    op->reset_wait(static_cast<std::int32_t>(count) + (op->waits_fences ? 1 : 0) + 1);
+    op->reset_wait(static_cast<std::int32_t>(count) + (op->waits_fences ? 1 : 0) + (self_grant ? 1 : 0));
     granted = 0;
     for (std::uint32_t i = 0; i < count; ++i) {
       if (uses[i].var->append_locked(uses[i])) ++granted;
     }
   }
-  for (std::uint32_t i = 0; i < count; ++i) uses[i].var->unlock();
+  if (only != nullptr) {
+    only->unlock();
+  } else {
+    for (std::uint32_t i = 0; i < count; ++i) uses[i].var->unlock();
+  }
   return granted;
 }
 
@@ -188,18 +202,25 @@ void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const
 void EngineCore::submit_new(OpRecord* op, const char* api) {
   if (!in_flight_.admit(op->internal || t_running.engine == this)) [[unlikely]]
     refuse_closed(op, api);
-  const std::int32_t granted = publish(op);
+  const bool self_grant = pusher_grants(op);
+  const std::int32_t granted = publish(op, self_grant);
   if (granted < 0) {
     in_flight_.leave();
     op->recycle();
     throw Error(std::string(api) + ": a variable of the op was deleted (DeleteVariable) and may not be used again");
   }
-  // Before our grant: the op cannot run (and retire) meanwhile.
-  if (op->scope != nullptr) op->scope->op_pushed();
-  if (op->waits_fences) arm_fence(op);
-  // Granted everywhere at append, no other thread can hold the op, nor touch its counter; else the grants at append
-  // and ours go in one, and whoever gives the last hands the op on.
-  if ((granted != static_cast<std::int32_t>(op->num_uses) || op->waits_fences) && !op->grant(granted + 1)) return;
+  if (!self_grant) {
+    // One use, linked behind others: the completion that grants it hands it on, and may have done so already (the
+    // record is no longer ours). Granted at append: ours alone, as below.
+    if (granted == 0) return;
+  } else {
+    // Before our grant: the op cannot run (and retire) meanwhile.
+    if (op->scope != nullptr) op->scope->op_pushed();
+    if (op->waits_fences) arm_fence(op);
+    // Granted everywhere at append, no other thread can hold the op, nor touch its counter; else the grants at append
+    // and ours go in one, and whoever gives the last hands the op on.
+    if ((granted != static_cast<std::int32_t>(op->num_uses) || op->waits_fences) && !op->grant(granted + 1)) return;
+  }
   // Work-first (Executor::run_here): the pushing thread, outside the engine's ops, runs the op itself when its
   // executor asks; only on engines without stream executors, whose ops never wait for device work before they run.
   Executor* const executor = op->executor();

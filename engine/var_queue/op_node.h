@@ -7,6 +7,10 @@
 // append are counted by the pusher itself and given back with its own in one decrement, after the appends; an op
 // granted everywhere at once is then the pusher's alone, and its counter is never touched by another thread. Whoever
 // takes the count to zero owns the op's start: it is moved to a ReadyList and dispatched by that thread, never by two.
+// An op of one variable whose pusher has nothing left to do once it is linked holds no grant of its pusher's (the
+// engine's push: no scope to count it in, no wait fence to arm): its link publishes it, and its pusher touches it no
+// more. So the completion that grants it dispatches it, and a worker completing a chain right behind its pusher runs
+// the next op itself, where the pusher's grant, often the last, would have sent it through the executor.
 //
 // Happens-before: everything a granting thread did before its grant (in particular the completed predecessor's
 // writes, which happen before the predecessor's release) is visible to the thread that makes the final grant, and so

@@ -122,7 +122,7 @@ class VarQueue {
   // counter: the pusher counts such grants itself (op_node.h), so that an op whose uses are all granted at push costs
   // no atomic operation on its counter. A use that waits may be granted by a completion as soon as it is linked, even
   // before lock() is released (the fast path): its op's counter must already hold every grant the op waits for, the
-  // pusher's own included. Requires lock() held.
+  // pusher's own included if it holds one (op_node.h). Requires lock() held.
   [[nodiscard]] bool append_locked(VarUse& use) noexcept;
 
   // Records that `use` has completed (or, for a stream op, been issued): releases the ops it was holding back,

@@ -270,6 +270,36 @@ TEST_CASE("VarQueue: a chain completed right behind its pusher grants each write
   CHECK(idle(q));
 }
 
+// An op of one variable whose pusher holds no grant of its own (op_node.h: the engine's push of an op without a scope
+// or wait fences) is published by its link: the completion that grants it makes it ready, even while the pusher still
+// holds the lock, and the pusher touches it no more.
+TEST_CASE("VarQueue: an op whose pusher holds no grant is made ready by the completion that grants it", "[var_queue]") {
+  VarQueue q;
+  TestOp w1{{&q, Access::kWrite}}, w2{{&q, Access::kWrite}};
+  REQUIRE(w1.push());
+  q.lock();  // w2's pusher: its counter holds the queue's grant alone
+  w2.reset_wait(1);
+  REQUIRE_FALSE(q.append_locked(w2.uses[0]));
+  std::atomic<bool> done{false};
+  std::vector<OpNode*> granted;
+  std::thread completer([&] {
+    granted = complete(w1.uses[0]);
+    done.store(true, std::memory_order_release);  // pairs with the acquire loads below
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  const bool completed_while_locked = done.load(std::memory_order_acquire);
+  q.unlock();  // lets a completer that (wrongly) waits for the lock finish, so the thread can be joined
+  completer.join();
+  CHECK(completed_while_locked);
+  CHECK(granted == std::vector<OpNode*>{&w2});
+  CHECK(complete(w2.uses[0]).empty());
+  CHECK(idle(q));
+  CHECK(q.version() == 2);
+}
+
 TEST_CASE("VarQueue: reads complete without the pushers' lock, the last one a waiting write needs too, and grants it",
           "[var_queue]") {
   VarQueue q;
