@@ -60,6 +60,30 @@ std::vector<OpNode*> complete(const VarUse& use) {
   return ops;
 }
 
+// Completes `use` on another thread while the calling thread, a pusher mid-publish, holds the lock of `use`'s queue:
+// returns whether the completion finished before the lock was released (waiting up to 5 s for it), and what it made
+// ready. Releases the lock.
+struct LockedCompletion {
+  bool finished_while_locked = false;
+  std::vector<OpNode*> ready;
+};
+LockedCompletion complete_while_locked(const VarUse& use) {
+  LockedCompletion result;
+  std::atomic<bool> done{false};
+  std::thread completer([&] {
+    result.ready = complete(use);
+    done.store(true, std::memory_order_release);  // pairs with the acquire loads below
+  });
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
+  while (!done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::yield();
+  }
+  result.finished_while_locked = done.load(std::memory_order_acquire);
+  use.var->unlock();  // lets a completer that (wrongly) waits for the lock finish, so the thread can be joined
+  completer.join();
+  return result;
+}
+
 bool idle(VarQueue& queue) {
   queue.lock();
   const bool result = queue.idle_locked();
@@ -196,22 +220,10 @@ TEST_CASE("VarQueue: a write hands over to the write linked behind it without th
   q.lock();  // w2's pusher, mid-publish: counter set, linked, lock still held
   w2.reset_wait(2);
   REQUIRE_FALSE(q.append_locked(w2.uses[0]));
-  std::atomic<bool> done{false};
-  std::vector<OpNode*> granted;
-  std::thread completer([&] {
-    granted = complete(w1.uses[0]);
-    done.store(true, std::memory_order_release);  // pairs with the acquire load below
-  });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
-  const bool completed_while_locked = done.load(std::memory_order_acquire);
-  q.unlock();  // lets a completer that (wrongly) waits for the lock finish, so the thread can be joined
-  completer.join();
-  CHECK(completed_while_locked);
-  CHECK(granted.empty());  // the queue's grant was given, but the pusher's is still missing
-  CHECK(w2.grant());       // the pusher's: now w2 is ready
+  const LockedCompletion completion = complete_while_locked(w1.uses[0]);
+  CHECK(completion.finished_while_locked);
+  CHECK(completion.ready.empty());  // the queue's grant was given, but the pusher's is still missing
+  CHECK(w2.grant());                // the pusher's: now w2 is ready
   CHECK(q.version() == 1);
 
   // A read behind the new first write takes the slow path when that write completes, which finds the list's start.
@@ -280,21 +292,9 @@ TEST_CASE("VarQueue: an op whose pusher holds no grant is made ready by the comp
   q.lock();  // w2's pusher: its counter holds the queue's grant alone
   w2.reset_wait(1);
   REQUIRE_FALSE(q.append_locked(w2.uses[0]));
-  std::atomic<bool> done{false};
-  std::vector<OpNode*> granted;
-  std::thread completer([&] {
-    granted = complete(w1.uses[0]);
-    done.store(true, std::memory_order_release);  // pairs with the acquire loads below
-  });
-  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(5);
-  while (!done.load(std::memory_order_acquire) && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
-  const bool completed_while_locked = done.load(std::memory_order_acquire);
-  q.unlock();  // lets a completer that (wrongly) waits for the lock finish, so the thread can be joined
-  completer.join();
-  CHECK(completed_while_locked);
-  CHECK(granted == std::vector<OpNode*>{&w2});
+  const LockedCompletion completion = complete_while_locked(w1.uses[0]);
+  CHECK(completion.finished_while_locked);
+  CHECK(completion.ready == std::vector<OpNode*>{&w2});
   CHECK(complete(w2.uses[0]).empty());
   CHECK(idle(q));
   CHECK(q.version() == 2);
