@@ -55,7 +55,7 @@ class Spinlock {
   }
 
   void unlock() noexcept {
-    // release: pairs with the acquire exchange in lock()/try_lock() of the next holder.
+    // release: pairs with the acquire exchange in lock(), try_lock() or try_acquire() of the next holder.
     locked_.store(false, std::memory_order_release);
   }
 

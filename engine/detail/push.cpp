@@ -57,7 +57,7 @@ bool pusher_grants(const OpRecord* op) noexcept {
 std::int32_t publish(OpRecord* op, bool self_grant) noexcept {
   VarUse* const uses = op->uses;
   const std::uint32_t count = op->num_uses;
-  VarQueue* const only = count == 1 ? uses[0].var : nullptr;
+  VarQueue* const only = count == 1 ? uses[0].var : nullptr;  // unlocked without reading the op again
   for (std::uint32_t i = 0; i < count; ++i) uses[i].var->lock();
   bool alive = true;
   for (std::uint32_t i = 0; i < count && alive; ++i) {
@@ -71,7 +71,8 @@ std::int32_t publish(OpRecord* op, bool self_grant) noexcept {
       // relaxed: under the lock, which every reader of generation that matters holds too.
       var->generation.store(var->generation.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
     }
-    // + 1 for the wait fences, given when the last is reached; + 1 for our own grant, given after the unlocks.
+    // + 1 for the wait fences, given when the last is reached; + 1 for our own grant if we hold one, given after the
+    // unlocks.
     op->reset_wait(static_cast<std::int32_t>(count) + (op->waits_fences ? 1 : 0) + (self_grant ? 1 : 0));
     granted = 0;
     for (std::uint32_t i = 0; i < count; ++i) {
