@@ -7,10 +7,11 @@
 // --workload restricts the run to one of the four (the runner, bench_peers, starts one process per system, workload
 // and repetition so that it can alternate systems); the other options are report.h's.
 //
-// Per workload: one untimed warm-up run on its first kWarmupOps ops (enough to start every runtime's threads, warm
-// its allocator and fill depengine's record pool, whose size is EngineOptions::max_in_flight by default; a full-size
-// warm-up would double the time of the slowest peers for nothing), then `runs` timed runs; the record holds their
-// median. A system that builds a graph before running it (oneTBB flow
+// Per workload: one untimed warm-up run on its first kWarmupOps ops (enough to start every runtime's threads and warm
+// its allocator; a full-size warm-up would double the time of the slowest peers for nothing), then `runs` timed runs;
+// the record holds their median. depengine's record pool grows with the ops in flight, up to
+// EngineOptions::max_in_flight, further than a warm-up runs ahead: its peer fills it once besides
+// (depengine_peer.cpp). A system that builds a graph before running it (oneTBB flow
 // graph) reports the two phases separately as well: records "<system>/build" and "<system>/run" beside "<system>",
 // whose figure is their sum, the figure comparable with systems that discover dependencies as ops are pushed.
 //

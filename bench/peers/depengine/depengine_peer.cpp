@@ -3,13 +3,16 @@
 // variables per run, every op pushed from this thread, timed from the first Push to the return of WaitForAll). Also its
 // replayed form, "depengine-replay" (engine/graph.h), phased as the graph-building peers are: build (the capture of a
 // step) and run (its replays); and "depengine-work-first", a pool of 1 worker with ThreadPoolOptions::work_first (an
-// engine of its own).
+// engine of its own). Before the first workload, the process's pool of op records is filled to the in-flight bound
+// (fill_record_pool()).
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cstdio>
 #include <exception>
 #include <memory>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -24,6 +27,28 @@ namespace {
 
 constexpr int kWorkers = 2;
 
+// Fills the process's pool of op records to the engine's in-flight bound, once, as the warm-up of every workload
+// (peer_main.h) means to and cannot: its kWarmupOps ops reach the bound only if the workers run none of them meanwhile.
+// A timed run that then ran further ahead of the workers than the warm-up had carved records as it pushed, faulting
+// in and zeroing a huge page per 2 MiB of them (bench/README.md, "The record pool before the first timed run"). One op
+// holds a variable while `bound` - 2 more queue behind it: the push never reaches the bound, so it never waits (and
+// never helps, which could run the holding op on this thread).
+void fill_record_pool(Engine& engine, std::size_t bound) {
+  std::atomic<bool> open{false};
+  const Var held = engine.NewVariable();
+  engine.Push(
+      [&open] {
+        // acquire: pairs with the release store below (only the flag passes).
+        while (!open.load(std::memory_order_acquire)) std::this_thread::yield();
+      },
+      {}, {held});
+  for (std::size_t i = 2; i < bound; ++i) engine.Push([] {}, {}, {held});
+  open.store(true, std::memory_order_release);
+  engine.WaitForAll();
+  engine.DeleteVariable(held);
+  engine.WaitForAll();
+}
+
 }  // namespace
 }  // namespace depengine::bench::peers
 
@@ -35,11 +60,13 @@ int main(int argc, char** argv) try {
   const std::vector<Workload> workloads = selected_workloads(options);
   const std::string system = "depengine";
   EngineOptions engine_options;
+  const std::size_t bound = engine_options.max_in_flight;
   const ThreadPoolOptions pool{.workers = depengine_pool_workers(kWorkers), .waiters_work = depengine_waiters_work()};
   auto executor = std::make_unique<ThreadPoolExecutor>(pool);
   const int workers = executor->workers();
   engine_options.executors.push_back(std::move(executor));
   Engine engine(std::move(engine_options));
+  fill_record_pool(engine, bound);
   print_setting(system, "threadpool executor, workers=" + std::to_string(workers) +
                             (pool.workers == 0 ? " (DEPENGINE_CPU_WORKERS)" : "") +
                             (pool.waiters_work ? ", waiters_work" : "") + ", idle spin " +
