@@ -11,6 +11,7 @@
 #include <cstdio>
 #include <exception>
 #include <memory>
+#include <optional>
 #include <string>
 #include <thread>
 #include <utility>
@@ -30,20 +31,22 @@ constexpr int kWorkers = 2;
 // Fills the process's pool of op records to the engine's in-flight bound, once, as the warm-up of every workload
 // (peer_main.h) means to and cannot: its kWarmupOps ops reach the bound only if the workers run none of them meanwhile.
 // A timed run that then ran further ahead of the workers than the warm-up had carved records as it pushed, faulting
-// in and zeroing a huge page per 2 MiB of them (bench/README.md, "The record pool before the first timed run"). One op
-// holds a variable while `bound` - 2 more queue behind it: the push never reaches the bound, so it never waits (and
-// never helps, which could run the holding op on this thread).
+// in and zeroing a huge page per 2 MiB of them (bench/README.md, "The record pool before the first timed run"). An
+// asynchronous op holds a variable, completed by this thread, while `bound` - 2 more queue behind it: the push never
+// reaches the bound, so it never waits, and no thread waits inside an op (on any executor, the inline one included).
 void fill_record_pool(Engine& engine, std::size_t bound) {
-  std::atomic<bool> open{false};
+  std::optional<Completion> hold;
+  std::atomic<bool> ran{false};
   const Var held = engine.NewVariable();
-  engine.Push(
-      [&open] {
-        // acquire: pairs with the release store below (only the flag passes).
-        while (!open.load(std::memory_order_acquire)) std::this_thread::yield();
+  engine.PushAsync(
+      [&](Completion done) {
+        hold.emplace(std::move(done));
+        ran.store(true, std::memory_order_release);  // pairs with the acquire load below: `hold` is set
       },
       {}, {held});
   for (std::size_t i = 2; i < bound; ++i) engine.Push([] {}, {}, {held});
-  open.store(true, std::memory_order_release);
+  while (!ran.load(std::memory_order_acquire)) std::this_thread::yield();  // a worker runs it at once
+  (*hold)();
   engine.WaitForAll();
   engine.DeleteVariable(held);
   engine.WaitForAll();
