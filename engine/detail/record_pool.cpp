@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "engine/detail/op_record.h"
+#include "support/prefetch.h"
 
 namespace depengine::detail {
 namespace {
@@ -90,33 +91,57 @@ struct Magazine {
 
 thread_local Magazine t_magazine;
 
+// The lines of a record that every push writes: lines 0 to 3 of op_record.h's layout (the bases, the function, the op's
+// state, the first uses).
+constexpr std::size_t kPushedBytes = 4 * 64;
+
+// Starts fetching, for writing, the lines that the push of `record`, the next one acquire() returns, will write. A
+// record comes back dirty from the thread that retired it, most often a worker on another core: fetched one push ahead,
+// its lines cross while this push goes on, instead of one after another under the next (whose first locked
+// instruction would wait for all of them).
+void prefetch_pushed_lines(const OpRecord* record) noexcept {
+  if (record == nullptr) return;
+  const auto* bytes = reinterpret_cast<const std::byte*>(record);
+  for (std::size_t offset = 0; offset < kPushedBytes; offset += 64) support::prefetch_for_write(bytes + offset);
+}
+
+// Fills the calling thread's empty magazine: from the depot, topped up with new records. Out of line, as is spill(), so
+// that the fast paths of acquire() and release() stay a few instructions with no registers to save.
+[[gnu::noinline]] void refill(Stack& local) {
+  Depot& depot = Depot::instance();
+  std::lock_guard lock(depot.mutex);
+  if (!depot.full.empty()) {
+    local = depot.full.back();
+    depot.full.pop_back();
+  }
+  // A new batch: never freed (see op_record.h), reachable from the depot or a magazine while the process runs.
+  for (int i = local.size; i < RecordPool::kMagazine; ++i) local.push(depot.chunks.carve());
+}
+
+// Hands a magazine of the calling thread's records to the depot.
+[[gnu::noinline]] void spill(Stack& local) noexcept {
+  Stack magazine = local.split(RecordPool::kMagazine);
+  Depot& depot = Depot::instance();
+  std::lock_guard lock(depot.mutex);
+  depot.full.push_back(magazine);  // may allocate: a slow path once per kMagazine releases
+}
+
 }  // namespace
 
 OpRecord* RecordPool::acquire() {
   Stack& local = t_magazine.records;
-  if (local.size == 0) {
-    Depot& depot = Depot::instance();
-    {
-      std::lock_guard lock(depot.mutex);
-      if (!depot.full.empty()) {
-        local = depot.full.back();
-        depot.full.pop_back();
-      }
-      // A new batch: never freed (see op_record.h), reachable from the depot or a magazine while the process runs.
-      for (int i = local.size; i < kMagazine; ++i) local.push(depot.chunks.carve());
-    }
-  }
-  return local.pop();
+  if (local.size == 0) [[unlikely]]
+    refill(local);
+  OpRecord* record = local.pop();
+  prefetch_pushed_lines(local.head);
+  return record;
 }
 
 void RecordPool::release(OpRecord* record) noexcept {
   Stack& local = t_magazine.records;
   local.push(record);
-  if (local.size < 2 * kMagazine) return;
-  Stack spill = local.split(kMagazine);
-  Depot& depot = Depot::instance();
-  std::lock_guard lock(depot.mutex);
-  depot.full.push_back(spill);  // may allocate: a slow path once per kMagazine releases
+  if (local.size >= 2 * kMagazine) [[unlikely]]
+    spill(local);
 }
 
 }  // namespace depengine::detail

@@ -2,6 +2,8 @@
 
 #include <cassert>
 
+#include "support/prefetch.h"
+
 namespace depengine {
 
 bool VarQueue::append_locked(VarUse& use) noexcept {
@@ -30,7 +32,7 @@ bool VarQueue::append_locked(VarUse& use) noexcept {
 void VarQueue::prefetch_behind(const VarUse& first) noexcept {
   const VarUse* second = next_of(first);
   if (second == nullptr) return;
-  __builtin_prefetch(second->op);
+  support::prefetch_for_write(second->op);  // the next completion counts down its wait counter
   if (const VarUse* third = next_of(*second)) __builtin_prefetch(third);
 }
 
