@@ -15,6 +15,19 @@ std::size_t difference(std::size_t pushed, std::size_t retired) noexcept {
 constexpr std::uint64_t kZeroSleeper = std::uint64_t{1} << 32;
 constexpr std::uint64_t kLowSleeper = 1;
 
+// The calling thread's number, given the first time it retires an op (see the header); kUnnumbered until then. The
+// initial-exec model reads it at a fixed offset from the thread pointer: the default model's access is a call until
+// the linker relaxes it, so leave() would save registers around it.
+constexpr std::uint32_t kUnnumbered = ~std::uint32_t{0};
+constinit thread_local std::uint32_t t_number [[gnu::tls_model("initial-exec")]] = kUnnumbered;
+std::atomic<std::uint32_t> g_threads_numbered{0};
+
+// Gives the calling thread its number. Out of line: once per thread.
+[[gnu::noinline]] void number_this_thread() noexcept {
+  // relaxed: a number, not a hand-off; distinct numbers only spread the threads over the slots.
+  t_number = g_threads_numbered.fetch_add(1, std::memory_order_relaxed) & 0x7fffffffU;
+}
+
 }  // namespace
 
 InFlight::InFlight(std::size_t max, std::span<const std::unique_ptr<Executor>> helpers) noexcept
@@ -28,22 +41,22 @@ InFlight::InFlight(std::size_t max, std::span<const std::unique_ptr<Executor>> h
 
 std::size_t InFlight::upper_bound() const noexcept {
   // seq_cst: also used as the waiters' side of the Dekker pair with leave() (see wait_at_most()).
-  const std::size_t retired = retired_.load(std::memory_order_seq_cst);
+  const std::size_t retired = retired_total(std::memory_order_seq_cst);
   return difference(pushed_.load(std::memory_order_seq_cst), retired);
 }
 
 std::size_t InFlight::now() const noexcept {
   // upper_bound() overestimates when the caller is delayed between its two loads (retired_ read long before pushed_).
-  // Here retired_ is read again after pushed_: when it has not moved, pushed_ was read at a moment when retired_ held
-  // that value, so the difference is the count at that moment. Completions land every few hundred ns at most, so a
-  // retry almost always succeeds at once; after kTries the conservative value is returned rather than spinning on.
-  // seq_cst: as in upper_bound().
+  // Here retired_ is summed again after pushed_: when the sum has not moved, no slot has (they only grow), so pushed_
+  // was read at a moment when the slots held those values, and the difference is the count at that moment. Completions
+  // land every few hundred ns at most, so a retry almost always succeeds at once; after kTries the conservative value
+  // is returned rather than spinning on. seq_cst: as in upper_bound().
   constexpr int kTries = 64;
-  std::size_t retired = retired_.load(std::memory_order_seq_cst);
+  std::size_t retired = retired_total(std::memory_order_seq_cst);
   std::size_t pushed = 0;
   for (int i = 0; i < kTries; ++i) {
     pushed = pushed_.load(std::memory_order_seq_cst);
-    const std::size_t again = retired_.load(std::memory_order_seq_cst);
+    const std::size_t again = retired_total(std::memory_order_seq_cst);
     if (again == retired) break;
     retired = again;
   }
@@ -61,9 +74,20 @@ bool InFlight::admit(bool exempt) {
   // relaxed throughout: the bound is a count, not a hand-off. A stale view of retired_ only overestimates what is in
   // flight, so the bound is never exceeded; the compare-exchange makes concurrent pushers exact among themselves.
   std::size_t pushed = pushed_.load(std::memory_order_relaxed);
+  while (difference(pushed, retired_view_.load(std::memory_order_relaxed)) < max_) {
+    if (pushed_.compare_exchange_weak(pushed, pushed + 1, std::memory_order_relaxed)) return true;
+  }
+  return admit_at_bound();
+}
+
+// admit() of an op that its view of retired_ puts at the bound: looks at the slots, and waits while the bound is
+// reached.
+bool InFlight::admit_at_bound() {
+  // relaxed throughout: as in admit().
+  std::size_t pushed = pushed_.load(std::memory_order_relaxed);
   for (;;) {
     if (difference(pushed, retired_view_.load(std::memory_order_relaxed)) >= max_) {
-      const std::size_t retired = retired_.load(std::memory_order_relaxed);
+      const std::size_t retired = retired_total(std::memory_order_relaxed);
       retired_view_.store(retired, std::memory_order_relaxed);
       if (difference(pushed, retired) >= max_) {
         wait_at_most(low_water_);
@@ -88,7 +112,7 @@ bool InFlight::admit_many(std::size_t count, bool exempt) {
   const std::size_t level = count <= max_ - low_water_ ? low_water_ : 0;
   std::size_t pushed = pushed_.load(std::memory_order_relaxed);
   for (;;) {
-    if (difference(pushed, retired_.load(std::memory_order_relaxed)) + count > max_) {
+    if (difference(pushed, retired_total(std::memory_order_relaxed)) + count > max_) {
       wait_at_most(level);
       pushed = pushed_.load(std::memory_order_relaxed);
       continue;
@@ -100,11 +124,27 @@ bool InFlight::admit_many(std::size_t count, bool exempt) {
 void InFlight::leave(std::size_t ops) noexcept {
   // seq_cst, with the seq_cst load of sleepers_: a Dekker pair with wait_at_most(), which raises sleepers_ and then
   // reads the counts. One of the two sees the other, so no sleeper misses the level it waits for.
-  const std::size_t retired = retired_.fetch_add(ops, std::memory_order_seq_cst) + ops;
+  const std::uint32_t number = t_number;
+  if (number == kUnnumbered) [[unlikely]]
+    return leave_first(ops);
+  retired_[number % kRetireSlots].count.fetch_add(ops, std::memory_order_seq_cst);
   const std::uint64_t sleepers = sleepers_.load(std::memory_order_seq_cst);
-  if (sleepers == 0) return;
-  // Every op retired so far was pushed before it retired, so its push is visible here: the difference is exact when
-  // it reaches zero, and at worst an underestimate (a spurious wake) otherwise.
+  if (sleepers != 0) [[unlikely]]
+    return wake_sleepers(sleepers);
+}
+
+// leave() on a thread that has not retired an op before: numbers it (its slot: see the header) first.
+void InFlight::leave_first(std::size_t ops) noexcept {
+  number_this_thread();
+  leave(ops);
+}
+
+// leave() found threads asleep in wait_at_most(), waiting for a level: wakes them if the count has reached it.
+void InFlight::wake_sleepers(std::uint64_t sleepers) noexcept {
+  // seq_cst: the sum sees every increment before ours in the single total order, so of threads retiring at once the
+  // last sees them all. Every op counted was pushed before it retired, and pushed_ is read after the sum, so the
+  // difference is exact when it reaches zero, and at worst an overestimate otherwise (a later leave() then wakes).
+  const std::size_t retired = retired_total(std::memory_order_seq_cst);
   const std::size_t count = difference(pushed_.load(std::memory_order_seq_cst), retired);
   if ((count == 0 && sleepers >= kZeroSleeper) || (count <= low_water_ && (sleepers & (kZeroSleeper - 1)) != 0)) {
     std::lock_guard lock(wake_mutex_);

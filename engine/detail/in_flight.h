@@ -4,6 +4,9 @@
 // In flight = pushed - retired. The two counts live on separate cache lines, written by separate parties (pushers;
 // completing threads), so a push and a completion on different cores do not trade a line per op. A pusher checks the
 // bound against its cached view of `retired` and re-reads the real count only when the view says the bound is reached.
+// `retired` is itself kRetireSlots counters, each on its own line: a thread counts its retirements in the slot the
+// process gave it (threads are numbered as they first retire an op, modulo the slots), so two workers retiring ops
+// each write a line of their own instead of trading one per op; whoever needs the total sums the slots.
 //
 // Waiting: a thread that waits (for a level here, or for any condition through help_until()) helps run queued work
 // (Executor::try_help of the engine's executors). When it finds none, it keeps looking for the longest help_spin() of
@@ -18,8 +21,8 @@
 //
 // Thread safety: every member from any thread. Cost: admit() is one relaxed compare-exchange on the pushers' line
 // (and, for a push from outside an op, one load of the closed flag, a line written once);
-// leave() one seq_cst increment on the completers' line and one load of the sleepers' line (cached everywhere while no
-// one waits). Allocation: none.
+// leave() one seq_cst increment on the calling thread's slot and one load of the sleepers' line (cached everywhere
+// while no one waits); a total (waits, a push at the bound, reports) reads kRetireSlots lines. Allocation: none.
 #pragma once
 
 #include <atomic>
@@ -62,7 +65,7 @@ class InFlight {
   // Ops retired so far: a count of progress (the stall watch).
   [[nodiscard]] std::size_t retired() const noexcept {
     // relaxed: a count compared with itself over time; nothing is read through it.
-    return retired_.load(std::memory_order_relaxed);
+    return retired_total(std::memory_order_relaxed);
   }
   // An upper bound of the ops in flight during the call (what waits rely on: never too low).
   [[nodiscard]] std::size_t upper_bound() const noexcept;
@@ -95,8 +98,21 @@ class InFlight {
 
  private:
   void wait_at_most(std::size_t level);
+  // Out of line, so that leave() saves no registers: its common case is a thread that has retired ops before and finds
+  // no sleeper.
+  [[gnu::noinline]] void leave_first(std::size_t ops) noexcept;
+  // Out of line, as above: admit()'s common case finds its view of retired_ below the bound.
+  [[gnu::noinline]] bool admit_at_bound();
+  [[gnu::noinline]] void wake_sleepers(std::uint64_t sleepers) noexcept;
   // `sleeper` is what the thread adds to sleepers_ while asleep (0: it waits for no level).
   void help_until(bool (*done)(const void* context), const void* context, std::uint64_t sleeper);
+  // The sum of the retired_ slots, each loaded with `order`. The counts only grow, so the sum lies between the total
+  // when the first slot is read and the total when the last one is.
+  [[nodiscard]] std::size_t retired_total(std::memory_order order) const noexcept {
+    std::size_t total = 0;
+    for (const RetireSlot& slot : retired_) total += slot.count.load(order);
+    return total;
+  }
 
   // Immutable after construction, but for closed_, written once by close(); read by every admission that is not exempt
   // (the line stays cached everywhere).
@@ -109,8 +125,12 @@ class InFlight {
   // Written by pushers.
   alignas(64) std::atomic<std::size_t> pushed_{0};
   std::atomic<std::size_t> retired_view_{0};  // a pusher's cached lower bound of retired_
-  // Written by completing threads.
-  alignas(64) std::atomic<std::size_t> retired_{0};
+  // Written by completing threads, each in its own slot (see the header).
+  static constexpr std::size_t kRetireSlots = 8;
+  struct alignas(64) RetireSlot {
+    std::atomic<std::size_t> count{0};
+  };
+  RetireSlot retired_[kRetireSlots];
   // Threads asleep in wait_at_most(): the low 32 bits count those waiting for low_water_, the high 32 bits those
   // waiting for zero. Read by every completion, written only by waiters, so its line stays cached everywhere while no
   // one waits; the mutex and condition variable, touched only by sleepers and their wakers, sit on the next line.

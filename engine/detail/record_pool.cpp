@@ -89,7 +89,9 @@ struct Magazine {
   }
 };
 
-thread_local Magazine t_magazine;
+// initial-exec: read at a fixed offset from the thread pointer, where the default model's access is a call until the
+// linker relaxes it, around which acquire() and release() would save registers.
+thread_local Magazine t_magazine [[gnu::tls_model("initial-exec")]];
 
 // The lines of a record that every push writes: lines 0 to 3 of op_record.h's layout (the bases, the function, the op's
 // state, the first uses).
