@@ -7,8 +7,9 @@
 //   (a refill that reused a magazine still held, or pushed onto a non-empty one, repeats records).
 // - Another thread releases them all and exits: it spills twice and hands its last magazine over at exit. A third
 //   fresh thread then takes as many, and gets back exactly the released records (the depot is a stack; no engine runs
-//   in this test, so no other thread uses the depot meanwhile). A spill that lost a magazine would make the third
-//   thread carve new records.
+//   in this test, and the threads of earlier tests are joined or idle in oneTBB, where they neither run ops nor exit,
+//   so no other thread uses the depot meanwhile). A spill that lost a magazine would make the third thread carve new
+//   records.
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <set>
