@@ -8,7 +8,7 @@
 //   var_table.{h,cpp}     variables: their state beside their queues, handles, recycling of slots
 //   op_record.h           op records and their pool (record_pool.cpp)
 //   push.cpp              publish and grants: a record from push options, sort and fold the variables, append to every
-//                         queue under all their locks, the pusher's grant
+//                         queue once all their locks are held, the pusher's grant
 //   completion.cpp        run and complete: execute a ready CPU op, complete its uses (granting successors), retire it
 //   stream_ops.cpp        streams: wait frontiers, parking on the tracker, issue, skip and device completion
 //   fences.cpp            timeline fences: arm the waits, promise at issue, raise or fail at completion

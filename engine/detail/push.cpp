@@ -49,41 +49,42 @@ bool pusher_grants(const OpRecord* op) noexcept {
   return op->num_uses != 1 || op->scope != nullptr || op->waits_fences;
 }
 
-// Appends `op` to the queue of every variable it uses, all locks held at once (see var_queue.h), its wait counter set
+// Appends `op` to the queue of every variable it uses (see var_queue.h: two-phase locking), its wait counter set
 // beforehand to every grant it waits for, ours included if `self_grant` (op_node.h). Returns the grants given at
 // append, which the caller gives back with its own; or -1, appending nothing, if a variable was deleted since its
 // handle was checked. DeleteVariable's op moves its variable's generation on while the lock is held, so no push can
 // slip in behind it. Without `self_grant` (one use) the op is not to be touched once linked: its variable is read
 // before.
+//
+// Every lock is taken before the first append, and each is let go as soon as the op is in its queue: once the pusher
+// holds them all, no other push can come between its appends on any of them (two-phase locking needs no lock taken
+// after one is let go, not every lock held to the end), and a completion waiting for a queue's lock gets it an append
+// sooner.
 std::int32_t publish(OpRecord* op, bool self_grant) noexcept {
   VarUse* const uses = op->uses;
   const std::uint32_t count = op->num_uses;
-  VarQueue* const only = count == 1 ? uses[0].var : nullptr;  // unlocked without reading the op again
-  for (std::uint32_t i = 0; i < count; ++i) uses[i].var->lock();
-  bool alive = true;
-  for (std::uint32_t i = 0; i < count && alive; ++i) {
-    // relaxed: generation is written only under this lock, which we hold.
-    alive = uses[i].var->generation.load(std::memory_order_relaxed) == uses[i].tag;
-  }
-  std::int32_t granted = -1;
-  if (alive) {
-    if (op->deletes_var) {
-      VarQueue* var = uses[0].var;
-      // relaxed: under the lock, which every reader of generation that matters holds too.
-      var->generation.store(var->generation.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
-    }
-    // + 1 for the wait fences, given when the last is reached; + 1 for our own grant if we hold one, given after the
-    // unlocks.
-    op->reset_wait(static_cast<std::int32_t>(count) + (op->waits_fences ? 1 : 0) + (self_grant ? 1 : 0));
-    granted = 0;
-    for (std::uint32_t i = 0; i < count; ++i) {
-      if (uses[i].var->append_locked(uses[i])) ++granted;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    VarQueue* const var = uses[i].var;
+    var->lock();
+    // relaxed: generation is written only under this lock, which we hold from here until the op is in the queue.
+    if (var->generation.load(std::memory_order_relaxed) != uses[i].tag) [[unlikely]] {
+      for (std::uint32_t j = 0; j <= i; ++j) uses[j].var->unlock();
+      return -1;
     }
   }
-  if (only != nullptr) {
-    only->unlock();
-  } else {
-    for (std::uint32_t i = 0; i < count; ++i) uses[i].var->unlock();
+  if (op->deletes_var) {
+    VarQueue* var = uses[0].var;
+    // relaxed: under the lock, which every reader of generation that matters holds too.
+    var->generation.store(var->generation.load(std::memory_order_relaxed) + 1, std::memory_order_relaxed);
+  }
+  // + 1 for the wait fences, given when the last is reached; + 1 for our own grant if we hold one, given after the
+  // appends.
+  op->reset_wait(static_cast<std::int32_t>(count) + (op->waits_fences ? 1 : 0) + (self_grant ? 1 : 0));
+  std::int32_t granted = 0;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    VarQueue* const var = uses[i].var;  // read before the append, after which a use without our grant may be gone
+    if (var->append_locked(uses[i])) ++granted;
+    var->unlock();
   }
   return granted;
 }

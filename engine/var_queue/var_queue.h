@@ -60,10 +60,11 @@
 // (an acquire load, without lock_), so a node can be granted as soon as it is linked: its pusher must hold a grant of
 // its own until it has finished publishing (op_node.h).
 //
-// Pushing an op that uses several variables appends it to all of them while holding all of their locks, taken in
-// one global order (ascending address): two-phase locking. So the order of ops on every variable is consistent with
-// one total order of pushes, and two threads pushing over the same variables can never order them oppositely on two
-// queues (MXNet could, and deadlocked). A completion takes one lock at a time (done_lock_ on the fast path, lock_
+// Pushing an op that uses several variables takes all of their locks, in one global order (ascending address), before
+// it appends to any of them, and lets each go once the op is in its queue: two-phase locking. So the order of ops on
+// every variable is consistent with one total order of pushes (the order in which they came to hold all of their
+// locks), and two threads pushing over the same variables can never order them oppositely on two queues (MXNet could,
+// and deadlocked). A completion takes one lock at a time (done_lock_ on the fast path, lock_
 // otherwise) and never nests, so it cannot deadlock with a push; inspect() takes lock_, then done_lock_.
 //
 // Happens-before: a completing op's writes happen before its complete() grants the next op, which its wait counter
