@@ -230,9 +230,18 @@ void EngineCore::poison(const OpRecord* op, VarState* var, const VarUse& use,
 }
 
 void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept {
+  // Locals: the calls below would otherwise make the compiler reload the list from the record at every step.
+  VarUse* const uses = op->uses;
+  const std::uint32_t count = op->num_uses;
+  // Each completion below writes its variable's completers' line with a locked instruction, which lets nothing after
+  // it start until it has the line. Other threads completing uses of the same variables take those lines while the op
+  // runs (the other readers of a variable, the neighbouring cells of a stencil), so they are fetched together first.
+  if (count > 1) {
+    for (std::uint32_t i = 0; i < count; ++i) uses[i].var->prefetch_completion();
+  }
   ReadyList granted;
-  for (std::uint32_t i = 0; i < op->num_uses; ++i) {
-    VarUse& use = op->uses[i];
+  for (std::uint32_t i = 0; i < count; ++i) {
+    VarUse& use = uses[i];
     VarState* var = state_of(use);
     if (op->error != nullptr && use.access == Access::kWrite && !op->deletes_var) [[unlikely]] {
       if (!ends_graph_var(op, i)) poison(op, var, use, op->error);
