@@ -53,6 +53,45 @@ void VarQueue::prefetch_behind(const VarUse& first) noexcept {
   grant(next, ready);
 }
 
+// The fast path for reads (see Two cache lines): `use`, an exclusive use without a signal, completes with reads linked
+// behind it, from `first_read` on. If an exclusive use is linked behind those reads, the list keeps it, so the pushers'
+// side (first_, tail_) needs no change: the reads are granted, and that use made the first node, waiting for them (as
+// wait_for_running_reads_locked() would make it), under done_lock_ alone. Returns false, having done nothing, when the
+// reads reach the end of the list (a pusher may be linking the next node behind the last): then the slow path.
+//
+// Reads granted here are counted only in the waiting node's key, not in granted_reads_, which is on the pushers' line:
+// that count catches up at the next completion on the slow path, which sets it to the completed count (no read runs
+// while an exclusive use holds the variable), before anyone reads it (see complete_slow() and running_reads()).
+bool VarQueue::hand_over_to_reads(const VarUse& use, VarUse& first_read, ReadyList& ready) noexcept {
+  std::uint32_t reads = 0;
+  VarUse* behind = &first_read;
+  do {
+    ++reads;
+    behind = next_of(*behind);
+  } while (behind != nullptr && behind->access == Access::kRead && reads < kHandOverReads);
+  if (behind == nullptr || behind->access == Access::kRead) return false;
+  done_lock_.lock();
+  if (use.access == Access::kWrite) {
+    // relaxed load and release store: as in hand_over().
+    version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  }
+  // relaxed: no read runs while `use` holds the variable, and every increment of the reads before it happened before
+  // its grant; none of the reads below can count itself before its grant, which publishes the stores that follow.
+  const std::uint64_t completed = completed_reads_.load(std::memory_order_relaxed);
+  // relaxed, both: read by the read that takes the key (read_done()) and by inspect(), which the grants below and
+  // done_lock_ order after these stores.
+  head_.store(behind, std::memory_order_relaxed);
+  waiting_for_.store(wait_key(behind->tag, completed + reads), std::memory_order_relaxed);
+  done_lock_.unlock();
+  VarUse* read = &first_read;
+  for (std::uint32_t i = 0; i < reads; ++i) {
+    VarUse* const next = next_of(*read);  // before the grant: the read's op may then run, complete and be recycled
+    grant(*read, ready);
+    read = next;
+  }
+  return true;
+}
+
 // `use`, an exclusive use without a signal, found nothing linked behind it and lock_ held: waits for the holder, a
 // pusher appending to this variable, for at most kAppendWait pauses, and hands over on the fast path if it links an
 // exclusive use (see Two cache lines). Returns whether it did.
@@ -94,6 +133,9 @@ bool VarQueue::hand_over_when_linked(const VarUse& use, ReadyList& ready) noexce
     if (waiting_for_.load(std::memory_order_seq_cst) == key) read_done(key, ready);
   } else {
     assert(tail_ != nullptr && first_locked() == &use && running_reads() == 0 && "write completed out of order");
+    // No read runs while `use` holds the variable: every read granted so far, those of the fast path for reads too
+    // (which granted_reads_ does not count), has completed. relaxed: their increments happened before `use` was granted.
+    granted_reads_ = completed_seen_ = completed_reads_.load(std::memory_order_relaxed);
     if (use.access == Access::kWrite) {
       // relaxed load and release store: as in complete().
       version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
@@ -119,9 +161,12 @@ void VarQueue::complete(const VarUse& use, const VarSignal* signal, ReadyList& r
       return;
     }
     VarUse* next = next_of(use);
-    if (next != nullptr && next->access != Access::kRead) {
-      hand_over(use, *next, ready);
-      return;
+    if (next != nullptr) {
+      if (next->access != Access::kRead) {
+        hand_over(use, *next, ready);
+        return;
+      }
+      if (hand_over_to_reads(use, *next, ready)) return;
     }
   }
   complete_slow(use, signal, ready);

@@ -32,10 +32,16 @@
 // head_, and first_ is left stale until a slow path, which holds lock_, sets the first node again (and clears head_).
 // The fast path also starts fetching the two nodes behind the new first one (prefetch_behind()), which a chain pushed
 // far ahead of its completions would otherwise miss on one after the other.
-// The first node is head_ when head_ is set, else first_; every completion but the fast path and a read's without a
-// signal (below) takes lock_. A first node that starts waiting for reads is made head_ too, under lock_, so that the
-// read that grants it finds it on the completers' line: no fast path runs meanwhile (no exclusive use is granted while
-// reads run).
+// The fast path for reads: an exclusive use that completes with reads linked behind it, at most kHandOverReads of them,
+// and an exclusive use linked behind those, grants the reads and makes that use the first node, waiting for them (as
+// below), under done_lock_ alone (hand_over_to_reads()). The list keeps that use, so the pushers' side needs no change;
+// the reads it granted are counted only in the waiting node's key, and granted_reads_ catches up at the next completion
+// on the slow path, which sets it to the completed count (no read runs while an exclusive use holds the variable). Reads
+// that reach the end of the list (a pusher may be linking the next node behind the last) take the slow path.
+// The first node is head_ when head_ is set, else first_; every completion but the fast paths and a read's without a
+// signal (below) takes lock_. A first node that starts waiting for reads is made head_ too (under lock_, or by the fast
+// path for reads), so that the read that grants it finds it on the completers' line: no other fast path runs meanwhile
+// (no exclusive use is granted while reads run).
 // A completion that finds nothing linked behind it, and lock_ held at its first attempt, waits for the holder instead
 // (hand_over_when_linked(), kAppendWait): that is a pusher appending to this variable, most often the next op of a
 // chain whose pusher the completing thread has caught up with. If it links an exclusive use, the completion takes the
@@ -224,15 +230,28 @@ class VarQueue {
   // The most pauses a completion waits for a pusher that holds lock_ (see the fast path above): far longer than an
   // append holds it; the bound is for a pusher preempted while it does.
   static constexpr int kAppendWait = 256;
+  // The most reads the fast path for reads grants (hand_over_to_reads()); a longer run takes the slow path. A fan-out
+  // of 64 readers per write, granted on the fast path, let the pusher run ahead to the in-flight bound, where its
+  // workers, each read a miss on a cold record, ran at 1.36 times the time per op (engine/var_queue/README.md).
+  static constexpr std::uint32_t kHandOverReads = 16;
   void hand_over(const VarUse& use, VarUse& next, ReadyList& ready) noexcept;
+  bool hand_over_to_reads(const VarUse& use, VarUse& first_read, ReadyList& ready) noexcept;
   bool hand_over_when_linked(const VarUse& use, ReadyList& ready) noexcept;
   void complete_slow(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;
   static void prefetch_behind(const VarUse& first) noexcept;
   void grant_front_reads(VarUse* front, ReadyList& ready) noexcept;
-  // Reads granted and not yet completed. Requires lock_ held (or quiescence).
+  // Reads granted and not yet completed. Requires lock_ held, and done_lock_ too unless the list is empty (a fast path
+  // may grant reads meanwhile); or quiescence.
   [[nodiscard]] std::uint64_t running_reads() const noexcept {
-    // seq_cst: also the first node's side of the Dekker pair with a completing read (wait_for_reads_locked()).
-    return granted_reads_ - completed_reads_.load(std::memory_order_seq_cst);
+    // seq_cst: as the completing reads' increments. relaxed: the key changes only under the locks the caller holds, or
+    // by the compare-exchange of the last read it waits for (after which none runs).
+    const std::uint64_t completed = completed_reads_.load(std::memory_order_seq_cst);
+    const std::uint64_t key = waiting_for_.load(std::memory_order_relaxed);
+    // A first node waiting for reads knows how many it waits for, those of the fast path for reads included.
+    if (key != 0) return (key - completed) & 0xffffffffU;
+    // granted_reads_ lags behind the completed count after a fast path for reads, whose reads have then all completed
+    // (the node they held back has been granted), until the next slow path catches it up (hand_over_to_reads()).
+    return granted_reads_ > completed ? granted_reads_ - completed : 0;
   }
   // The first node, an exclusive use, waits for the running reads: true if none runs (grant it now); else it is left
   // to the read that completes last. Requires lock_ held.

@@ -234,6 +234,51 @@ TEST_CASE("VarQueue: a write hands over to the write linked behind it without th
   CHECK(q.version() == 2);
 }
 
+// With a write linked behind the reads that follow a completing write, the list keeps that write: the reads are granted
+// and the write made to wait for them on the completers' line alone (var_queue.h, Two cache lines). The counts of
+// reads granted that way catch up at the next completion on the slow path, so the queue still ends idle.
+TEST_CASE("VarQueue: a write hands over to the reads behind it, and the write behind them, without the pushers' lock",
+          "[var_queue]") {
+  VarQueue q;
+  TestOp w1{{&q, Access::kWrite}}, r2{{&q, Access::kRead}}, r3{{&q, Access::kRead}}, w4{{&q, Access::kWrite}};
+  TestOp r5{{&q, Access::kRead}}, w6{{&q, Access::kWrite}}, r7{{&q, Access::kRead}};
+  REQUIRE(w1.push());
+  for (TestOp* op : {&r2, &r3, &w4, &r5, &w6}) REQUIRE_FALSE(op->push());
+
+  q.lock();  // a pusher mid-publish
+  LockedCompletion completion = complete_while_locked(w1.uses[0]);
+  CHECK(completion.finished_while_locked);
+  CHECK(completion.ready == std::vector<OpNode*>{&r2, &r3});
+  CHECK(q.version() == 1);
+  CHECK(complete(r3.uses[0]).empty());
+  q.lock();
+  completion = complete_while_locked(r2.uses[0]);  // the last read the write waits for grants it
+  CHECK(completion.finished_while_locked);
+  CHECK(completion.ready == std::vector<OpNode*>{&w4});
+
+  // Again from the write those reads held back: the next read goes, and the write behind it waits for it.
+  q.lock();
+  completion = complete_while_locked(w4.uses[0]);
+  CHECK(completion.finished_while_locked);
+  CHECK(completion.ready == std::vector<OpNode*>{&r5});
+  CHECK_FALSE(r7.push());  // behind w6, the list's last node
+  CHECK(complete(r5.uses[0]) == std::vector<OpNode*>{&w6});
+  // r7 is the last node, where a pusher may be linking: the slow path, which counts every read granted so far.
+  CHECK(complete(w6.uses[0]) == std::vector<OpNode*>{&r7});
+  TestOp w8{{&q, Access::kWrite}};
+  CHECK_FALSE(w8.push());  // r7 still runs
+  CHECK(complete(r7.uses[0]) == std::vector<OpNode*>{&w8});
+  CHECK(complete(w8.uses[0]).empty());
+  CHECK(q.version() == 4);
+  CHECK(idle(q));
+  TestOp r9{{&q, Access::kRead}}, w10{{&q, Access::kWrite}};
+  CHECK(r9.push());  // an idle queue grants a read at once
+  CHECK_FALSE(w10.push());
+  CHECK(complete(r9.uses[0]) == std::vector<OpNode*>{&w10});
+  CHECK(complete(w10.uses[0]).empty());
+  CHECK(idle(q));
+}
+
 // A chain completed right behind its pusher: the completer often finds nothing linked behind the write it completes
 // while the pusher holds the lock to link the next one, and waits for that link (var_queue.h, Two cache lines), or,
 // when the pusher is slower, takes the lock and empties the list, so that the next write is granted at its append.
