@@ -186,13 +186,15 @@ void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const
   }
   VarUse* const uses = op->uses;
   std::uint32_t distinct = 0;
+  const VarState* previous = nullptr;  // the last use's variable, compared without reading back what was just stored
   for (std::size_t i = 0; i < total; ++i) {
     const std::size_t k = keys[i] & (kKeyedUses - 1);
     const Var& var = listed(k);
-    if (distinct > 0 && uses[distinct - 1].var == var.state_) {
+    if (var.state_ == previous) {
       if (k >= num_reads) uses[distinct - 1].access = Access::kWrite;
     } else {
       uses[distinct++] = use_of(k, var);
+      previous = var.state_;
     }
   }
   op->num_uses = distinct;
