@@ -134,7 +134,8 @@ bool VarQueue::hand_over_when_linked(const VarUse& use, ReadyList& ready) noexce
   } else {
     assert(tail_ != nullptr && first_locked() == &use && running_reads() == 0 && "write completed out of order");
     // No read runs while `use` holds the variable: every read granted so far, those of the fast path for reads too
-    // (which granted_reads_ does not count), has completed. relaxed: their increments happened before `use` was granted.
+    // (which granted_reads_ does not count), has completed. relaxed: their increments happened before `use` was
+    // granted.
     granted_reads_ = completed_seen_ = completed_reads_.load(std::memory_order_relaxed);
     if (use.access == Access::kWrite) {
       // relaxed load and release store: as in complete().

@@ -36,8 +36,8 @@
 // and an exclusive use linked behind those, grants the reads and makes that use the first node, waiting for them (as
 // below), under done_lock_ alone (hand_over_to_reads()). The list keeps that use, so the pushers' side needs no change;
 // the reads it granted are counted only in the waiting node's key, and granted_reads_ catches up at the next completion
-// on the slow path, which sets it to the completed count (no read runs while an exclusive use holds the variable). Reads
-// that reach the end of the list (a pusher may be linking the next node behind the last) take the slow path.
+// on the slow path, which sets it to the completed count (no read runs while an exclusive use holds the variable).
+// Reads that reach the end of the list (a pusher may be linking the next node behind the last) take the slow path.
 // The first node is head_ when head_ is set, else first_; every completion but the fast paths and a read's without a
 // signal (below) takes lock_. A first node that starts waiting for reads is made head_ too (under lock_, or by the fast
 // path for reads), so that the read that grants it finds it on the completers' line: no other fast path runs meanwhile
