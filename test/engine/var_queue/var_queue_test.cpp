@@ -10,9 +10,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <memory>
+#include <mutex>
 #include <random>
 #include <string_view>
 #include <thread>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
@@ -325,6 +327,102 @@ TEST_CASE("VarQueue: a chain completed right behind its pusher grants each write
   CHECK(out_of_order.load() == 0);
   CHECK(q.version() == static_cast<std::uint64_t>(writes));
   CHECK(idle(q));
+}
+
+// A pusher running ahead of two completing threads on one queue: runs of reads of random length between writes, so that
+// a write's completion finds its readers and the next write linked behind it (the fast path for reads, for runs up to
+// kHandOverReads) or not yet (the slow path), and the pusher sometimes falls behind. Every op checks, on plain data the
+// queue must order, that it sees exactly the writes pushed before it; writes run alone, and every op is granted once.
+TEST_CASE("VarQueue: runs of reads between writes, pushed ahead of two completers, keep the order",
+          "[var_queue][concurrency]") {
+  const std::string_view sanitizer = DEPENGINE_SANITIZER;
+  const int count = sanitizer == "thread" ? 20000 : 200000;
+  for (const unsigned seed : {1U, 2U, 3U}) {
+    CAPTURE(seed);
+    VarQueue q;
+    std::mt19937 rng(seed);
+    std::vector<std::unique_ptr<TestOp>> ops;
+    std::vector<std::uint64_t> writes_before;  // per op: the writes pushed before it
+    std::uint64_t writes = 0;
+    while (static_cast<int>(ops.size()) < count) {
+      const int reads = static_cast<int>(rng() % 24);  // past kHandOverReads (16) now and then
+      for (int r = 0; r < reads && static_cast<int>(ops.size()) < count; ++r) {
+        ops.push_back(std::make_unique<TestOp>(TestOp::Uses{{&q, Access::kRead}}));
+        writes_before.push_back(writes);
+      }
+      ops.push_back(std::make_unique<TestOp>(TestOp::Uses{{&q, Access::kWrite}}));
+      writes_before.push_back(writes++);
+    }
+    std::uint64_t data = 0;  // plain: read by readers, written by writers; only the queue orders them
+    std::atomic<int> writers{0}, readers{0}, violations{0}, done{0};
+    std::vector<std::atomic<int>> grants(ops.size());
+    // Granted ops waiting for a completer: a mutex-guarded stack (the test's executor).
+    std::mutex ready_mutex;
+    std::vector<std::size_t> ready_ops;
+    std::unordered_map<const OpNode*, std::size_t> index_of;
+    for (std::size_t i = 0; i < ops.size(); ++i) index_of.emplace(ops[i].get(), i);
+    auto make_ready = [&](std::size_t i) {
+      if (grants[i].fetch_add(1, std::memory_order_relaxed) != 0) violations.fetch_add(1, std::memory_order_relaxed);
+      const std::lock_guard lock(ready_mutex);
+      ready_ops.push_back(i);
+    };
+    std::thread pusher([&] {
+      std::mt19937 pace(seed + 100);
+      for (std::size_t i = 0; i < ops.size(); ++i) {
+        if (ops[i]->push()) make_ready(i);
+        if (pace() % 64 == 0) std::this_thread::yield();  // now and then let the completers catch up
+      }
+    });
+    auto completer = [&] {
+      const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(120);
+      while (done.load(std::memory_order_acquire) < static_cast<int>(ops.size())) {
+        std::size_t i = 0;
+        {
+          const std::lock_guard lock(ready_mutex);  // also orders the grant before the op runs
+          if (ready_ops.empty()) {
+            i = ops.size();
+          } else {
+            i = ready_ops.back();
+            ready_ops.pop_back();
+          }
+        }
+        if (i == ops.size()) {
+          if (std::chrono::steady_clock::now() > deadline) {
+            std::fprintf(stderr, "FAILED (hang): %d of %zu ops completed\n", done.load(), ops.size());
+            std::abort();  // the queue still links ops: returning would leave it dangling pointers
+          }
+          std::this_thread::yield();
+          continue;
+        }
+        const VarUse& use = ops[i]->uses[0];
+        if (use.access == Access::kWrite) {
+          if (writers.fetch_add(1, std::memory_order_relaxed) != 0 || readers.load(std::memory_order_relaxed) != 0) {
+            violations.fetch_add(1, std::memory_order_relaxed);
+          }
+          if (data != writes_before[i]) violations.fetch_add(1, std::memory_order_relaxed);
+          ++data;
+          writers.fetch_sub(1, std::memory_order_relaxed);
+        } else {
+          readers.fetch_add(1, std::memory_order_relaxed);
+          if (writers.load(std::memory_order_relaxed) != 0 || data != writes_before[i]) {
+            violations.fetch_add(1, std::memory_order_relaxed);
+          }
+          readers.fetch_sub(1, std::memory_order_relaxed);
+        }
+        ReadyList ready;
+        q.complete(use, nullptr, ready);
+        while (OpNode* next = ready.pop_front()) make_ready(index_of.at(next));
+        done.fetch_add(1, std::memory_order_release);
+      }
+    };
+    std::thread first(completer), second(completer);
+    pusher.join();
+    first.join();
+    second.join();
+    CHECK(violations.load() == 0);
+    CHECK(q.version() == writes);
+    CHECK(idle(q));
+  }
 }
 
 // An op of one variable whose pusher holds no grant of its own (op_node.h: the engine's push of an op without a scope
