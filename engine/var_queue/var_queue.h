@@ -70,8 +70,8 @@
 // it appends to any of them, and lets each go once the op is in its queue: two-phase locking. So the order of ops on
 // every variable is consistent with one total order of pushes (the order in which they came to hold all of their
 // locks), and two threads pushing over the same variables can never order them oppositely on two queues (MXNet could,
-// and deadlocked). A completion takes one lock at a time (done_lock_ on the fast path, lock_
-// otherwise) and never nests, so it cannot deadlock with a push; inspect() takes lock_, then done_lock_.
+// and deadlocked). A completion takes one lock at a time (done_lock_ on the fast paths, lock_ otherwise) and never
+// nests, so it cannot deadlock with a push; inspect() takes lock_, then done_lock_.
 //
 // Happens-before: a completing op's writes happen before its complete() grants the next op, which its wait counter
 // carries on (see op_node.h); a grant at append carries them through lock_, which every completion that can leave the
@@ -240,8 +240,8 @@ class VarQueue {
   void complete_slow(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;
   static void prefetch_behind(const VarUse& first) noexcept;
   void grant_front_reads(VarUse* front, ReadyList& ready) noexcept;
-  // Reads granted and not yet completed. Requires lock_ held, and done_lock_ too unless the list is empty (a fast path
-  // may grant reads meanwhile); or quiescence.
+  // Reads granted and not yet completed. Requires lock_ held, and, unless the list is empty or the caller completes its
+  // first node, done_lock_ too (a fast path for reads may grant reads meanwhile); or quiescence.
   [[nodiscard]] std::uint64_t running_reads() const noexcept {
     // seq_cst: as the completing reads' increments. relaxed: the key changes only under the locks the caller holds, or
     // by the compare-exchange of the last read it waits for (after which none runs).
