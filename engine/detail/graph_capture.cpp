@@ -352,6 +352,10 @@ void EngineCore::capture(OpRecord* op) {
       captured.name = op->name;
       captured.named = true;
     }
+    // A push folds its uses as it locks them (push.cpp); a captured op is never pushed.
+    if (!op->sort_and_fold_uses()) {
+      refusal = " inside Capture: a variable of the op was deleted (DeleteVariable) and may not be used again";
+    }
     captured.uses.reserve(op->num_uses);
     for (std::uint32_t i = 0; i < op->num_uses && refusal == nullptr; ++i) {
       const VarUse& use = op->uses[i];

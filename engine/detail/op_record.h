@@ -119,6 +119,24 @@ struct OpRecord final : Task, OpNode {
     uses = heap_uses.get();
   }
 
+  // Sorts the uses by variable address and folds a variable listed twice into one use (a mutation wins over a read):
+  // the global order in which a push that must wait takes the locks (push.cpp), and one use per variable for a graph's
+  // capture. Returns false if two uses of one variable name different lives of it (then one of the handles is dead).
+  [[nodiscard]] bool sort_and_fold_uses() noexcept {
+    std::sort(uses, uses + num_uses, [](const VarUse& a, const VarUse& b) { return a.var < b.var; });
+    std::uint32_t distinct = 0;
+    for (std::uint32_t i = 0; i < num_uses; ++i) {
+      if (distinct > 0 && uses[distinct - 1].var == uses[i].var) {
+        if (uses[i].tag != uses[distinct - 1].tag) return false;
+        if (uses[i].access == Access::kWrite) uses[distinct - 1].access = Access::kWrite;
+      } else {
+        uses[distinct++] = uses[i];
+      }
+    }
+    num_uses = distinct;
+    return true;
+  }
+
   // Returns the record to the pool: destroys its function (and what it captured) and its error, frees a heap array
   // of uses larger than the records keep. Called by the thread that retires the op (or abandons its push).
   void recycle() noexcept;

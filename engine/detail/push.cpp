@@ -1,7 +1,6 @@
-// Publish and grants: a record from push options, the op's variables sorted and folded, appended to every queue under
-// all their locks (var_queue.h), and the pusher's own grant.
+// Publish and grants: a record from push options, the op's variables locked (in list order where no other thread holds
+// them) and folded, appended to every queue under all their locks (var_queue.h), and the pusher's own grant.
 #include <algorithm>
-#include <bit>
 #include <cassert>
 #include <cstdint>
 #include <string>
@@ -11,28 +10,10 @@
 #include "engine/detail/running.h"
 #include "executors/ready_queue.h"
 #include "support/prefetch.h"
+#include "support/spinlock.h"
 
 namespace depengine::detail {
 namespace {
-
-// Ops of up to this many uses are sorted by key (gather_uses()): a use's index fits below a VarState's alignment.
-constexpr std::size_t kKeyedUses = alignof(VarState);
-static_assert(std::has_single_bit(kKeyedUses));
-
-// Sorts uses by variable address and folds duplicates (a mutation wins over a read). Returns the distinct count. For
-// lists longer than gather_uses() sorts by key.
-std::uint32_t sort_and_fold(VarUse* uses, std::uint32_t count) noexcept {
-  std::sort(uses, uses + count, [](const VarUse& a, const VarUse& b) { return a.var < b.var; });
-  std::uint32_t distinct = 0;
-  for (std::uint32_t i = 0; i < count; ++i) {
-    if (distinct > 0 && uses[distinct - 1].var == uses[i].var) {
-      if (uses[i].access == Access::kWrite) uses[distinct - 1].access = Access::kWrite;
-    } else {
-      uses[distinct++] = uses[i];
-    }
-  }
-  return distinct;
-}
 
 void check_fences(const FenceList& fences, const char* field) {
   for (std::size_t i = 0; i < fences.size(); ++i) {
@@ -49,6 +30,94 @@ bool pusher_grants(const OpRecord* op) noexcept {
   return op->num_uses != 1 || op->scope != nullptr || op->waits_fences;
 }
 
+void unlock_all(const VarUse* uses, std::uint32_t count) noexcept {
+  for (std::uint32_t i = 0; i < count; ++i) uses[i].var->unlock();
+}
+
+// The most pauses a push waits for a variable's lock held by another thread before it takes the slow path (lock_all()):
+// far longer than a completion or an append holds it.
+constexpr int kLockWait = 256;
+
+// Whether `var`'s lock, found held, came free within kLockWait pauses (and is now ours).
+bool wait_for_lock(VarQueue& var) noexcept {
+  for (int pauses = 0; pauses < kLockWait; ++pauses) {
+    support::cpu_relax();
+    if (!var.locked() && var.try_lock()) return true;
+  }
+  return false;
+}
+
+// Whether the variables of `uses` are all of the life their uses name (DeleteVariable moves a variable's generation on
+// under its lock, so the answer holds while the caller holds the locks). Requires every lock held.
+bool alive(const VarUse* uses, std::uint32_t count) noexcept {
+  for (std::uint32_t i = 0; i < count; ++i) {
+    // relaxed: generation is written only under the variable's lock, which the caller holds.
+    if (uses[i].var->generation.load(std::memory_order_relaxed) != uses[i].tag) return false;
+  }
+  return true;
+}
+
+// The slow path of lock_all(), holding no lock: uses[0, held) are distinct, the uses from `next` on not yet looked at.
+// Sorts and folds them all, then takes the locks in ascending address order, blocking.
+bool lock_in_order(OpRecord* op, std::uint32_t next, std::uint32_t held) noexcept {
+  VarUse* const uses = op->uses;
+  std::copy(uses + next, uses + op->num_uses, uses + held);  // held <= next: moves down
+  op->num_uses = held + (op->num_uses - next);
+  if (!op->sort_and_fold_uses()) return false;
+  for (std::uint32_t i = 0; i < op->num_uses; ++i) uses[i].var->lock();
+  if (alive(uses, op->num_uses)) return true;
+  unlock_all(uses, op->num_uses);
+  return false;
+}
+
+// Takes the lock of every variable of `op` and folds a variable listed twice into its first use (a mutation wins over
+// a read). Returns false, holding no lock, if a variable was deleted since its handle was checked.
+//
+// Two-phase locking (var_queue.h) asks that a push hold every lock before its first append; it does not ask for an
+// order, only that two pushes can never wait for each other in a cycle. So the locks are taken in the order the op
+// lists its variables, with one attempt each, and a push that meets no other thread on them (one pushing thread, the
+// common case) neither sorts its list nor waits. A lock found held is the push's own (the variable is listed twice:
+// folded) or another thread's: a completion's, held for a few dozen instructions, or another push's, which may be
+// waiting for one this push holds. That one is waited for kLockWait pauses at most; then the push lets every lock go
+// and takes them again sorted by address, blocking (lock_in_order()). A thread holding locks blocks only there, in one
+// global order, so pushes cannot deadlock, and completions take one lock at a time and never wait holding one.
+bool lock_all(OpRecord* op) noexcept {
+  VarUse* const uses = op->uses;
+  const std::uint32_t count = op->num_uses;
+  if (count == 1) {  // most ops: nothing to fold, and the lock taken first cannot close a cycle
+    uses[0].var->lock();
+    if (alive(uses, 1)) return true;
+    uses[0].var->unlock();
+    return false;
+  }
+  std::uint32_t held = 0;  // uses[0, held): distinct, locked
+  for (std::uint32_t i = 0; i < count; ++i) {
+    const VarUse& use = uses[i];
+    if (!use.var->try_lock()) [[unlikely]] {
+      VarUse* const first = std::find_if(uses, uses + held, [&](const VarUse& u) { return u.var == use.var; });
+      if (first != uses + held) {
+        if (use.access == Access::kWrite) first->access = Access::kWrite;
+        // Two handles of one slot in different lives: one of them is dead (alive() checks the first).
+        if (use.tag != first->tag) {
+          unlock_all(uses, held);
+          return false;
+        }
+        continue;
+      }
+      if (!wait_for_lock(*use.var)) {
+        unlock_all(uses, held);
+        return lock_in_order(op, i, held);
+      }
+    }
+    if (held != i) uses[held] = use;  // behind a folded duplicate
+    ++held;
+  }
+  op->num_uses = held;
+  if (alive(uses, held)) return true;
+  unlock_all(uses, held);
+  return false;
+}
+
 // Appends `op` to the queue of every variable it uses (see var_queue.h: two-phase locking), its wait counter set
 // beforehand to every grant it waits for, ours included if `self_grant` (op_node.h). Returns the grants given at
 // append, which the caller gives back with its own; or -1, appending nothing, if a variable was deleted since its
@@ -56,22 +125,14 @@ bool pusher_grants(const OpRecord* op) noexcept {
 // slip in behind it. Without `self_grant` (one use) the op is not to be touched once linked: its variable is read
 // before.
 //
-// Every lock is taken before the first append, and each is let go as soon as the op is in its queue: once the pusher
-// holds them all, no other push can come between its appends on any of them (two-phase locking needs no lock taken
-// after one is let go, not every lock held to the end), and a completion waiting for a queue's lock gets it an append
-// sooner.
+// Every lock is taken before the first append (lock_all()), and each is let go as soon as the op is in its queue: once
+// the pusher holds them all, no other push can come between its appends on any of them (two-phase locking needs no
+// lock taken after one is let go, not every lock held to the end), and a completion waiting for a queue's lock gets it
+// an append sooner.
 std::int32_t publish(OpRecord* op, bool self_grant) noexcept {
+  if (!lock_all(op)) return -1;
   VarUse* const uses = op->uses;
   const std::uint32_t count = op->num_uses;
-  for (std::uint32_t i = 0; i < count; ++i) {
-    VarQueue* const var = uses[i].var;
-    var->lock();
-    // relaxed: generation is written only under this lock, which we hold from here until the op is in the queue.
-    if (var->generation.load(std::memory_order_relaxed) != uses[i].tag) [[unlikely]] {
-      for (std::uint32_t j = 0; j <= i; ++j) uses[j].var->unlock();
-      return -1;
-    }
-  }
   if (op->deletes_var) {
     VarQueue* var = uses[0].var;
     // relaxed: under the lock, which every reader of generation that matters holds too.
@@ -134,70 +195,27 @@ OpRecord* EngineCore::record_for(Executor* executor, const PushOptions& options,
 }
 
 void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const {
-  const std::size_t num_reads = reads.size();
-  const std::size_t total = num_reads + mutates.size();
+  const std::size_t total = reads.size() + mutates.size();
   op->reserve_uses(total);
-  auto listed = [&](std::size_t k) -> const Var& {  // the k-th variable of reads, then mutates
-    return k < num_reads ? reads.begin()[k] : mutates.begin()[k - num_reads];
-  };
   // Handles are checked for their engine here, before their pointer is followed; whether they are still alive is
-  // checked by publish() under the variables' locks, the only place where the answer cannot change.
-  auto checked = [&](std::size_t k) -> const Var& {
-    const Var& var = listed(k);
+  // checked by publish() under the variables' locks, the only place where the answer cannot change. In list order,
+  // reads first: publish() folds a variable listed twice.
+  auto use_of = [&](const Var& var, Access access) {
     if (var.engine_ != vars_.engine_id() || var.is_null()) [[unlikely]]
       (void)vars_.checked(var, op->async ? "PushAsync" : "Push");
     // publish() takes the variable's lock, whose line the last completion of the variable most often wrote on
     // another core: fetched now, the lines of all the op's variables cross together, not one lock after another.
     support::prefetch_for_write(var.state_);
-    return var;
+    return VarUse{var.state_, op, nullptr, access, var.generation_};
   };
-  auto use_of = [&](std::size_t k, const Var& var) {
-    return VarUse{var.state_, op, nullptr, k < num_reads ? Access::kRead : Access::kWrite, var.generation_};
-  };
-  if (total == 1) {
-    op->uses[0] = use_of(0, checked(0));
-    op->num_uses = 1;
+  op->num_uses = static_cast<std::uint32_t>(total);
+  if (total == 1) {  // most ops
+    op->uses[0] = reads.size() == 1 ? use_of(*reads.begin(), Access::kRead) : use_of(*mutates.begin(), Access::kWrite);
     return;
   }
-  if (total > kKeyedUses) {
-    for (std::size_t k = 0; k < total; ++k) op->uses[k] = use_of(k, checked(k));
-    op->num_uses = sort_and_fold(op->uses, static_cast<std::uint32_t>(total));
-    return;
-  }
-  // Sorts 8-byte keys rather than the 32-byte uses: each key is a variable's address (VarState is 64-byte aligned) with
-  // the use's place in the two lists in its low bits, so ties keep list order. The uses are then written once, in
-  // order, duplicates folded (a mutation wins over a read). Against sorting the uses themselves, 147 fewer instructions
-  // per op on `randsum` (about 11 variables an op; bench/engine/count_instructions.sh).
-  std::uint64_t keys[kKeyedUses];
-  for (std::size_t k = 0; k < total; ++k) {
-    const auto address = reinterpret_cast<std::uintptr_t>(checked(k).state_);
-    assert((address & (kKeyedUses - 1)) == 0 && "VarState is 64-byte aligned");
-    keys[k] = address | k;
-  }
-  if (total <= 16) {
-    for (std::size_t i = 1; i < total; ++i) {  // insertion sort: the common lists are tiny
-      const std::uint64_t key = keys[i];
-      std::size_t j = i;
-      for (; j > 0 && key < keys[j - 1]; --j) keys[j] = keys[j - 1];
-      keys[j] = key;
-    }
-  } else {
-    std::sort(keys, keys + total);
-  }
-  VarUse* const uses = op->uses;
-  std::uint32_t distinct = 0;
-  const VarState* previous = nullptr;  // the last use's variable, compared without reading back what was just stored
-  for (std::size_t i = 0; i < total; ++i) {
-    const std::size_t k = keys[i] & (kKeyedUses - 1);
-    const Var& var = listed(k);
-    if (var.state_ == previous) {
-      if (k >= num_reads) uses[distinct - 1].access = Access::kWrite;
-    } else {
-      uses[distinct++] = use_of(k, var);
-      previous = var.state_;
-    }
-  }
-  op->num_uses = distinct;
+  VarUse* use = op->uses;
+  for (const Var& var : reads) *use++ = use_of(var, Access::kRead);
+  for (const Var& var : mutates) *use++ = use_of(var, Access::kWrite);
 }
 
 // A push from outside the engine's ops once its destruction has begun (InFlight::close): gives the record back, throws.

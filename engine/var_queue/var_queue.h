@@ -66,12 +66,14 @@
 // (an acquire load, without lock_), so a node can be granted as soon as it is linked: its pusher must hold a grant of
 // its own until it has finished publishing (op_node.h).
 //
-// Pushing an op that uses several variables takes all of their locks, in one global order (ascending address), before
-// it appends to any of them, and lets each go once the op is in its queue: two-phase locking. So the order of ops on
-// every variable is consistent with one total order of pushes (the order in which they came to hold all of their
-// locks), and two threads pushing over the same variables can never order them oppositely on two queues (MXNet could,
-// and deadlocked). A completion takes one lock at a time (done_lock_ on the fast paths, lock_ otherwise) and never
-// nests, so it cannot deadlock with a push; inspect() takes lock_, then done_lock_.
+// Pushing an op that uses several variables takes all of their locks before it appends to any of them, and lets each
+// go once the op is in its queue: two-phase locking. So the order of ops on every variable is consistent with one total
+// order of pushes (the order in which they came to hold all of their locks), and two threads pushing over the same
+// variables can never order them oppositely on two queues (MXNet could, and deadlocked). A push that holds locks blocks
+// for another only in one global order (ascending address); in any other order it tries once, waits a bounded while,
+// and otherwise lets go of all of them (engine/detail/push.cpp), so pushes cannot deadlock. A completion takes one
+// lock at a time (done_lock_ on the fast paths, lock_ otherwise) and never nests, so it cannot deadlock with a push;
+// inspect() takes lock_, then done_lock_.
 //
 // Happens-before: a completing op's writes happen before its complete() grants the next op, which its wait counter
 // carries on (see op_node.h); a grant at append carries them through lock_, which every completion that can leave the
@@ -125,6 +127,11 @@ class VarQueue {
   // Locks the queue for appending. Hold it only across append_locked() calls of one push.
   void lock() noexcept { lock_.lock(); }
   void unlock() noexcept { lock_.unlock(); }
+  // One attempt at lock(), without looking first: for a pusher that expects the lock free (it costs what lock() costs
+  // then). Returns whether it took the lock.
+  [[nodiscard]] bool try_lock() noexcept { return lock_.try_acquire(); }
+  // Whether some thread holds the lock: a hint, for a pusher waiting for it to come free before it tries again.
+  [[nodiscard]] bool locked() const noexcept { return lock_.is_locked(); }
 
   // Appends `use` and returns whether it is granted at once. A use granted at once does not count down its op's wait
   // counter: the pusher counts such grants itself (op_node.h), so that an op whose uses are all granted at push costs

@@ -85,6 +85,36 @@ TEST_CASE("null, deleted and foreign variables are rejected, leaving the engine 
   }
 }
 
+// A slot's next life beside a handle of its last one, in one push: the variable is named twice, and one of the two
+// handles is dead, whichever of them the lists name first (a push folds the two into one use; the fold must not keep
+// the live one's and drop the dead one's). A deleted variable's slot is the next one made (the table's free list).
+TEST_CASE("a push naming a slot by a dead handle and a live one is rejected, in either order", "[engine][misuse]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("dead and live handles of one slot on " + factory.name);
+      Engine engine(factory.options());
+      const Var last_life = engine.NewVariable();
+      engine.DeleteVariable(last_life);
+      engine.WaitForAll();
+      const Var next_life = engine.NewVariable();
+      bool ran = false;
+      auto op = [&] { ran = true; };
+      CHECK_THROWS_AS(engine.Push(op, {last_life}, {next_life}), Error);
+      CHECK_THROWS_AS(engine.Push(op, {next_life}, {last_life}), Error);
+      CHECK_THROWS_AS(engine.Push(op, {next_life, last_life}, {}), Error);
+      CHECK_THROWS_AS(engine.Push(op, {}, {next_life, last_life}), Error);
+      engine.WaitForAll();
+      CHECK_FALSE(ran);
+      CHECK(engine.InFlight() == 0);
+      CHECK(engine.Version(next_life) == 0);
+      engine.Push(op, {next_life}, {next_life});
+      engine.WaitForAll();
+      CHECK(ran);
+      CHECK(engine.Version(next_life) == 1);
+    }
+  }
+}
+
 TEST_CASE("an unknown executor index is rejected", "[engine][misuse]") {
   for (const auto& factory : executor_factories()) {
     DYNAMIC_SECTION(factory.name) {
