@@ -23,8 +23,9 @@
 //   running.h             what the calling thread is running (nested executors, waits from inside ops)
 //
 // Push:    admit (in-flight bound) -> take a pooled record -> lock every variable (in list order, folding one listed
-//          twice; in address order if another thread holds one) -> check the handles are alive -> append to every
-//          queue -> unlock -> drop the pusher's grant; whoever gives the last grant submits the op to its executor.
+//          twice; all again in address order if another thread holds one out of that order) -> check the handles are
+//          alive -> append to every queue -> unlock -> drop the pusher's grant; whoever gives the last grant submits
+//          the op to its executor.
 // Run:     an executor calls execute(): skip if an input carries an error, else call the function; then complete.
 // Complete: attach the op's error to the variables it mutates -> complete each use in its queue (granting
 //          successors into the caller's ready list) -> retire (in-flight count) -> recycle the record.

@@ -19,6 +19,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <exception>
+#include <functional>
 #include <memory>
 #include <string_view>
 
@@ -123,7 +124,7 @@ struct OpRecord final : Task, OpNode {
   // the global order in which a push that must wait takes the locks (push.cpp), and one use per variable for a graph's
   // capture. Returns false if two uses of one variable name different lives of it (then one of the handles is dead).
   [[nodiscard]] bool sort_and_fold_uses() noexcept {
-    std::sort(uses, uses + num_uses, [](const VarUse& a, const VarUse& b) { return a.var < b.var; });
+    std::sort(uses, uses + num_uses, [](const VarUse& a, const VarUse& b) { return std::less<>()(a.var, b.var); });
     std::uint32_t distinct = 0;
     for (std::uint32_t i = 0; i < num_uses; ++i) {
       if (distinct > 0 && uses[distinct - 1].var == uses[i].var) {

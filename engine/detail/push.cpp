@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <cassert>
 #include <cstdint>
+#include <functional>
 #include <string>
 #include <utility>
 
@@ -34,9 +35,9 @@ void unlock_all(const VarUse* uses, std::uint32_t count) noexcept {
   for (std::uint32_t i = 0; i < count; ++i) uses[i].var->unlock();
 }
 
-// The most pauses a push waits for a variable's lock held by another thread before it takes the slow path (lock_all()):
-// far longer than a completion or an append holds it.
-constexpr int kLockWait = 256;
+// The most pauses a push waits for a variable's lock held by another thread, out of the global order, before it takes
+// the slow path (lock_all()): longer than a completion or an append holds it.
+constexpr int kLockWait = 64;
 
 // Whether `var`'s lock, found held, came free within kLockWait pauses (and is now ours).
 bool wait_for_lock(VarQueue& var) noexcept {
@@ -70,26 +71,23 @@ bool lock_in_order(OpRecord* op, std::uint32_t next, std::uint32_t held) noexcep
   return false;
 }
 
-// Takes the lock of every variable of `op` and folds a variable listed twice into its first use (a mutation wins over
-// a read). Returns false, holding no lock, if a variable was deleted since its handle was checked.
+// Takes the lock of every variable of `op`, an op of several, and folds a variable listed twice into its first use (a
+// mutation wins over a read). Returns false, holding no lock, if a variable was deleted since its handle was checked.
 //
 // Two-phase locking (var_queue.h) asks that a push hold every lock before its first append; it does not ask for an
 // order, only that two pushes can never wait for each other in a cycle. So the locks are taken in the order the op
 // lists its variables, with one attempt each, and a push that meets no other thread on them (one pushing thread, the
 // common case) neither sorts its list nor waits. A lock found held is the push's own (the variable is listed twice:
-// folded) or another thread's: a completion's, held for a few dozen instructions, or another push's, which may be
-// waiting for one this push holds. That one is waited for kLockWait pauses at most; then the push lets every lock go
-// and takes them again sorted by address, blocking (lock_in_order()). A thread holding locks blocks only there, in one
-// global order, so pushes cannot deadlock, and completions take one lock at a time and never wait holding one.
-bool lock_all(OpRecord* op) noexcept {
+// folded) or another thread's. A push may block for a lock above (in address order) every lock it holds: if every
+// waiting thread waits only so, a cycle of waits would need addresses that rise all the way round. For a lock below
+// one it holds, the holder may be a push waiting for that one: it is waited for kLockWait pauses at most, and then the
+// push lets every lock go and takes them all again in ascending address order, blocking (lock_in_order()).
+// Completions take one lock at a time and never wait holding one.
+//
+// Out of line: ops of one variable (most) take its lock in publish() and leave this loop's registers alone.
+[[gnu::noinline]] bool lock_all(OpRecord* op) noexcept {
   VarUse* const uses = op->uses;
   const std::uint32_t count = op->num_uses;
-  if (count == 1) {  // most ops: nothing to fold, and the lock taken first cannot close a cycle
-    uses[0].var->lock();
-    if (alive(uses, 1)) return true;
-    uses[0].var->unlock();
-    return false;
-  }
   std::uint32_t held = 0;  // uses[0, held): distinct, locked
   for (std::uint32_t i = 0; i < count; ++i) {
     const VarUse& use = uses[i];
@@ -104,7 +102,12 @@ bool lock_all(OpRecord* op) noexcept {
         }
         continue;
       }
-      if (!wait_for_lock(*use.var)) {
+      // Above every lock held, in the global order (ascending address): safe to block for.
+      const bool above_all =
+          std::all_of(uses, uses + held, [&](const VarUse& u) { return std::less<>()(u.var, use.var); });
+      if (above_all) {
+        use.var->lock();
+      } else if (!wait_for_lock(*use.var)) {
         unlock_all(uses, held);
         return lock_in_order(op, i, held);
       }
@@ -130,8 +133,16 @@ bool lock_all(OpRecord* op) noexcept {
 // lock taken after one is let go, not every lock held to the end), and a completion waiting for a queue's lock gets it
 // an append sooner.
 std::int32_t publish(OpRecord* op, bool self_grant) noexcept {
-  if (!lock_all(op)) return -1;
   VarUse* const uses = op->uses;
+  if (op->num_uses == 1) {  // nothing to fold, and a thread that holds no lock may wait for any
+    uses[0].var->lock();
+    if (!alive(uses, 1)) {
+      uses[0].var->unlock();
+      return -1;
+    }
+  } else if (!lock_all(op)) {
+    return -1;
+  }
   const std::uint32_t count = op->num_uses;
   if (op->deletes_var) {
     VarQueue* var = uses[0].var;

@@ -70,10 +70,10 @@
 // go once the op is in its queue: two-phase locking. So the order of ops on every variable is consistent with one total
 // order of pushes (the order in which they came to hold all of their locks), and two threads pushing over the same
 // variables can never order them oppositely on two queues (MXNet could, and deadlocked). A push that holds locks blocks
-// for another only in one global order (ascending address); in any other order it tries once, waits a bounded while,
-// and otherwise lets go of all of them (engine/detail/push.cpp), so pushes cannot deadlock. A completion takes one
-// lock at a time (done_lock_ on the fast paths, lock_ otherwise) and never nests, so it cannot deadlock with a push;
-// inspect() takes lock_, then done_lock_.
+// only for a lock above all of them in one global order (ascending address); for any other it waits a bounded while,
+// and then lets go of all of them (engine/detail/push.cpp), so pushes cannot deadlock. A completion takes one lock at
+// a time (done_lock_ on the fast paths, lock_ otherwise) and never nests, so it cannot deadlock with a push; inspect()
+// takes lock_, then done_lock_.
 //
 // Happens-before: a completing op's writes happen before its complete() grants the next op, which its wait counter
 // carries on (see op_node.h); a grant at append carries them through lock_, which every completion that can leave the
