@@ -352,18 +352,18 @@ void EngineCore::capture(OpRecord* op) {
       captured.name = op->name;
       captured.named = true;
     }
-    // A push folds its uses as it locks them (push.cpp); a captured op is never pushed.
-    if (!op->sort_and_fold_uses()) {
-      refusal = " inside Capture: a variable of the op was deleted (DeleteVariable) and may not be used again";
-    }
+    // A push folds its uses as it locks them (push.cpp); a captured op is never pushed. A fold that finds two lives of
+    // one variable has found a dead handle.
+    bool alive = op->sort_and_fold_uses();
     captured.uses.reserve(op->num_uses);
-    for (std::uint32_t i = 0; i < op->num_uses && refusal == nullptr; ++i) {
+    for (std::uint32_t i = 0; i < op->num_uses && alive; ++i) {
       const VarUse& use = op->uses[i];
       // relaxed: an early check, as a push's; a replay checks again under the variables' locks.
-      if (state_of(use)->generation.load(std::memory_order_relaxed) != use.tag) {
-        refusal = " inside Capture: a variable of the op was deleted (DeleteVariable) and may not be used again";
-      }
+      alive = state_of(use)->generation.load(std::memory_order_relaxed) == use.tag;
       captured.uses.push_back({state_of(use), use.tag, use.access});
+    }
+    if (!alive && refusal == nullptr) {
+      refusal = " inside Capture: a variable of the op was deleted (DeleteVariable) and may not be used again";
     }
     if (refusal == nullptr) {
       captured.fn = std::move(op->fn);
