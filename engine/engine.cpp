@@ -14,6 +14,10 @@ detail::OpRecord* Engine::begin_push(const PushOptions& options, bool async) {
   return core_->make_record(options, async);
 }
 detail::OpFunction& Engine::function_of(detail::OpRecord* op) noexcept { return op->fn; }
+void Engine::throw_empty_function(const char* api) {
+  throw Error(std::string(api) + ": the function is empty (a null function pointer or an empty std::function)");
+}
+
 void Engine::abandon_push(detail::OpRecord* op) noexcept { detail::EngineCore::abandon(op); }
 void Engine::finish_push(detail::OpRecord* op, VarList reads, VarList mutates) { core_->push(op, reads, mutates); }
 

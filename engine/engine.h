@@ -143,12 +143,15 @@ class Engine {
   [[nodiscard]] Var NewVariable();
 
   // Pushes `fn`, which reads `reads` and mutates `mutates`. It may run before Push returns (it does on the inline
-  // executor). Throws Error, pushing nothing, for a null, deleted or foreign variable or an unknown context.
+  // executor). Throws Error, pushing nothing, for an empty fn (a null function pointer or an empty std::function), a
+  // null, deleted or foreign variable, an unknown context, or a placement the context's stream executor does not have
+  // (a device or stream index out of range).
   template <class F>
   void Push(F&& fn, VarList reads, VarList mutates, const PushOptions& options = detail::default_push_options()) {
     static_assert(SyncOpFunction<F>,
                   "Push(fn, ...): fn must be callable as fn(const RunContext&) or fn(); "
                   "a function that completes later takes a Completion and is pushed with PushAsync");
+    check_not_empty(fn, "Push");
     detail::OpRecord* op = begin_push(options, false);
     emplace<false>(op, std::forward<F>(fn));
     finish_push(op, reads, mutates);
@@ -156,11 +159,12 @@ class Engine {
 
   // Pushes an asynchronous op: `fn` receives a Completion and the op completes when that is called (see
   // run_context.h), from any thread, possibly after fn returned. If fn throws before calling it, the op completes
-  // with that exception. Otherwise as Push.
+  // with that exception, and a later call of the Completion is absorbed (run_context.h). Otherwise as Push.
   template <class F>
   void PushAsync(F&& fn, VarList reads, VarList mutates, const PushOptions& options = detail::default_push_options()) {
     static_assert(AsyncOpFunction<F>,
                   "PushAsync(fn, ...): fn must be callable as fn(const RunContext&, Completion) or fn(Completion)");
+    check_not_empty(fn, "PushAsync");
     detail::OpRecord* op = begin_push(options, true);
     emplace<true>(op, std::forward<F>(fn));
     finish_push(op, reads, mutates);
@@ -168,12 +172,13 @@ class Engine {
 
   // Schedules the deletion of `var` after every op pushed on it so far; `deleter` (callable as deleter() or
   // deleter(const RunContext&)) runs then, on the executor `options` names (on a stream executor: when the deletion is
-  // issued, with RunContext::stream). Every copy of `var` is dead from this call on. Throws Error for a null, deleted
-  // or foreign variable.
+  // issued, with RunContext::stream). Every copy of `var` is dead from this call on. Throws Error for an empty deleter
+  // (as Push), and a null, deleted or foreign variable.
   template <class F>
   void DeleteVariable(Var var, F&& deleter, const PushOptions& options = detail::default_push_options()) {
     static_assert(SyncOpFunction<F>,
                   "DeleteVariable(var, deleter): deleter must be callable as deleter() or deleter(const RunContext&)");
+    check_not_empty(deleter, "DeleteVariable");
     delete_variable(var, detail::OpFunction::make<false>(std::forward<F>(deleter)), options);
   }
   void DeleteVariable(Var var) {
@@ -277,6 +282,15 @@ class Engine {
   // Error for an unknown context), store the function (if that throws, the record is given back), then gather the
   // variables and publish (throws Error, giving the record back, for a bad variable).
   detail::OpRecord* begin_push(const PushOptions& options, bool async);
+  // Throws Error for a function that is empty (a null function pointer or an empty std::function), which would
+  // otherwise fail only when the op runs.
+  template <class F>
+  static void check_not_empty(const F& fn, const char* api) {
+    if constexpr (detail::NullableCallable<F>) {
+      if (fn == nullptr) throw_empty_function(api);
+    }
+  }
+  [[noreturn]] static void throw_empty_function(const char* api);
   template <bool Async, class F>
   void emplace(detail::OpRecord* op, F&& fn) {
     try {

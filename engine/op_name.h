@@ -45,6 +45,7 @@ class OpName {
   [[nodiscard]] std::string_view view() const noexcept { return {heap_ != nullptr ? heap_.get() : inline_, size_}; }
   operator std::string_view() const noexcept { return view(); }  // NOLINT: implicit by design
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
+  [[nodiscard]] std::size_t size() const noexcept { return size_; }
 
  private:
   void assign(std::string_view name) {

@@ -28,7 +28,7 @@ struct PushOptions {
   std::int32_t priority = 0;
   // A name for traces, RunContext and error messages. Owned (op_name.h), and copied into the op: a name built at run
   // time is safe, and one of at most OpName::kInlineChars characters allocates nothing.
-  OpName name;
+  OpName name{};
   // Run the op even if a variable it uses carries an error (normally such an op is skipped and passes the error on);
   // RunContext::input_error tells it the error it runs despite.
   bool no_skip = false;

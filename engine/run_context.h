@@ -8,6 +8,7 @@
 #include <string_view>
 
 #include "engine/cancel_scope.h"
+#include "engine/var.h"
 #include "engine/vocabulary/vocabulary.h"
 
 namespace depengine {
@@ -53,6 +54,9 @@ struct RunContext {
   // its variables), which it runs despite; null when none does, and for every other op (which an input error skips).
   // Valid during the call.
   const std::exception_ptr* input_error = nullptr;
+  // For such an op: the variable that carries *input_error (to name it in a message, or tell which input failed); a
+  // null handle when input_error is null.
+  Var input_error_var{};
   // For an op run by Engine::Replay (graph.h): which replay of its graph, 0 for the first (so step k can read batch
   // k). -1 for an op that was pushed.
   std::int64_t replay = -1;
@@ -63,7 +67,11 @@ struct RunContext {
 //
 // Happens-before: everything the op did before calling the completion is visible to the ops that depend on it.
 // The op's function may return before or after calling it; the op completes at the call, not at the return.
-// Calling it a second time (from any copy) throws Error and changes nothing. Never calling it leaves the op in
+// Calling it a second time (from any copy) throws Error and changes nothing. If the function throws before calling it,
+// the engine completes the op with what it threw, and the one call that comes later (from work the function started
+// before throwing) is absorbed: ignored, or, with an error, that error is handed on as the op's, unreported (a
+// WaitForAll of its pusher rethrows it, else the error sink gets it); a call after that one is a second call. The
+// engine remembers the last LateCompletions::kKept (1,024) such completions whose late call has not come. Never calling it leaves the op in
 // flight forever: WaitForVar on its mutated variables, WaitForAll and the engine's destructor then wait for ever.
 class Completion {
  public:

@@ -3,8 +3,8 @@
 // The engine tracks dependencies; an Executor decides where and when a ready op runs. The engine calls submit() with
 // an op whose every dependency is satisfied; the executor eventually calls ExecutorHost::execute() for it on a thread
 // of its choosing. execute() runs the op's function, completes it, and returns the ops that its completion made
-// ready; the executor routes them with take_ready(), keeping one of its own to run next on the same thread (so a
-// chain never crosses threads) and submitting the rest.
+// ready; the executor routes them with take_ready() (ready_queue.h), keeping one of its own to run next on the same
+// thread (so a chain never crosses threads) and submitting the rest.
 //
 // An executor owns its threads and queues. It never learns what an op does, only its priority, its placement (device,
 // stream kind, stream) and which executor it belongs to.
@@ -191,6 +191,13 @@ class Executor {
   // Whether `axis` is one of this executor's streams, which it can make another of its streams wait for without the
   // host. Entries of a wait frontier on other axes must complete before the op is handed over.
   [[nodiscard]] virtual bool owns_axis(Axis /*axis*/) const noexcept { return false; }
+  // For a stream executor: why an op placed on `device`, a stream of `kind` and `stream` (an index, or -1 for the
+  // executor's choice) cannot be issued here, a device or stream it does not have; empty when it can. The engine asks
+  // at each push to such an executor, so that a bad placement is an Error at the push. CPU executors ignore placement.
+  [[nodiscard]] virtual std::string placement_error(std::uint32_t /*device*/, StreamKind /*kind*/,
+                                                    std::int32_t /*stream*/) const {
+    return {};
+  }
   // Whether DEPENGINE_ENGINE_TYPE=NaiveEngine may replace the executor with an inline one (engine.h): CPU executors
   // whose ops may run on any thread. Not stream executors, nor an executor whose ops need a thread of its own (the MPI
   // executor's progress thread).
@@ -214,20 +221,5 @@ class Executor {
  protected:
   bool offers_work_first_ = false;  // set by an executor's constructor, immutable after
 };
-
-// Routes the tasks in `ready`: submits every task that belongs to another executor, and every task of `self` but one,
-// which it returns for the caller to run next on this thread (nullptr if none is `self`'s). The kept task is the
-// first of highest priority, so a chain stays on one thread and urgent work is not queued behind it.
-inline Task* take_ready(TaskList& ready, const Executor* self) noexcept {
-  Task* keep = nullptr;
-  while (Task* task = ready.pop_front()) {
-    if (task->executor() == self && (keep == nullptr || task->priority() > keep->priority())) {
-      std::swap(keep, task);
-      if (task == nullptr) continue;
-    }
-    task->executor()->submit(*task);
-  }
-  return keep;
-}
 
 }  // namespace depengine

@@ -15,13 +15,15 @@ void InlineExecutor::submit(Task& task) noexcept {
 void InlineExecutor::run_ready(TaskList& ready) noexcept {
   ReadyQueue queue;
   for (;;) {
+    TaskList others;
     while (Task* made_ready = ready.pop_front()) {
       if (made_ready->executor() == this) {
         queue.push(made_ready);
       } else {
-        made_ready->executor()->submit(*made_ready);
+        others.push_back(made_ready);
       }
     }
+    submit_in_priority_order(others);
     Task* next = queue.pop();
     if (next == nullptr) return;
     host_->execute(*next, -1, ready);

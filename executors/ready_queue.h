@@ -7,13 +7,15 @@
 // task joins the FIFO instead: its place in the order is lost, never the task.
 //
 // submit_in_priority_order() hands a list of tasks made ready together to their executors in that order, so that an
-// executor that starts each task as it is submitted (the inline executor) still starts them by priority.
+// executor that starts each task as it is submitted (the inline executor, an idle stream executor) still starts them
+// by priority; take_ready() routes what a completion made ready through it.
 //
 // Thread safety: none; the owner guards it (an executor's queue lock) or keeps it to one thread.
 #pragma once
 
 #include <algorithm>
 #include <cstdint>
+#include <utility>
 #include <vector>
 
 #include "executors/executor.h"
@@ -62,7 +64,8 @@ class ReadyQueue {
 };
 
 // Submits every task of `ready` to its executor, highest priority first, in list order among equal priorities. A list
-// whose tasks share one priority (the common case) is submitted as it is, without a queue.
+// whose tasks share one priority (the common case) is submitted as it is, without a queue. Executors that start a task
+// as it is submitted (inline, a stream executor that is not issuing) then start them in that order too.
 inline void submit_in_priority_order(TaskList& ready) noexcept {
   bool mixed = false;
   if (const Task* first = ready.front(); first != nullptr) {
@@ -77,6 +80,24 @@ inline void submit_in_priority_order(TaskList& ready) noexcept {
   ReadyQueue queue;
   while (Task* task = ready.pop_front()) queue.push(task);
   while (Task* task = queue.pop()) task->executor()->submit(*task);
+}
+
+// Routes the tasks in `ready`: submits every task that belongs to another executor (submit_in_priority_order), and
+// every task of `self` but one, which it returns for the caller to run next on this thread (nullptr if none is
+// `self`'s). The kept task is the first of highest priority, so a chain stays on one thread and urgent work is not
+// queued behind it.
+inline Task* take_ready(TaskList& ready, const Executor* self) noexcept {
+  Task* keep = nullptr;
+  TaskList others;
+  while (Task* task = ready.pop_front()) {
+    if (task->executor() == self && (keep == nullptr || task->priority() > keep->priority())) {
+      std::swap(keep, task);
+      if (task == nullptr) continue;
+    }
+    others.push_back(task);
+  }
+  submit_in_priority_order(others);
+  return keep;
 }
 
 }  // namespace depengine

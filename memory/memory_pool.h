@@ -77,7 +77,7 @@ using DeathFrontier = RequirementFrontier<kMaxEngineAxes>;
 using StreamKnowledge = KnowledgeFrontier<kMaxEngineAxes>;
 
 struct MemoryPoolOptions {
-  std::string name;                     // for error messages; may be empty
+  std::string name{};                   // for error messages; may be empty
   std::size_t limit = ~std::size_t{0};  // bytes held from the source at most (in use + free)
   std::uint32_t max_fence_waits = 2;    // step 3: waits an acquirer may take on to reuse a block
   // Where the users of released blocks complete: lets queued reservations wait for the completion of a free block's

@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "engine/detail/engine_core.h"
+#include "engine/detail/late_completions.h"
 #include "engine/detail/running.h"
 #include "engine/detail/stream_graph.h"
 #include "executors/ready_queue.h"
@@ -41,14 +42,17 @@ bool EngineCore::ends_graph_var(const OpRecord* op, std::uint32_t i) const noexc
   return has_streams_ && op->stream_graph != nullptr && op->stream_graph->uses()[i].ends;
 }
 
-// For a no_skip op about to run: the error an input carries, if any (RunContext::input_error). Stable while the op
-// runs: a variable's error changes only under an exclusive use, which cannot overlap the op's own use.
-const std::exception_ptr* first_input_error(const OpRecord* op) noexcept {
+// For a no_skip op about to run: the error an input carries, if any, and that input (RunContext::input_error). Stable
+// while the op runs: a variable's error changes only under an exclusive use, which cannot overlap the op's own use.
+void EngineCore::note_input_error(const OpRecord* op, RunContext& ctx) const noexcept {
   for (std::uint32_t i = 0; i < op->num_uses; ++i) {
-    const std::exception_ptr& error = state_of(op->uses[i])->error;
-    if (error != nullptr) return &error;
+    VarState* var = state_of(op->uses[i]);
+    if (var->error != nullptr) {
+      ctx.input_error = &var->error;
+      ctx.input_error_var = vars_.handle(var, op->uses[i].tag);
+      return;
+    }
   }
-  return nullptr;
 }
 
 // Whether the op is to be skipped: it was cancelled (its scope, or the engine's teardown; deletions never are), it
@@ -93,7 +97,7 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
   const RunningScope running(this, &ready, op->owner);
   RunContext ctx{op->name_view(), worker, op->executor(), nullptr, nullptr, op->scope};
   if (op->no_skip) [[unlikely]]
-    ctx.input_error = first_input_error(op);
+    note_input_error(op, ctx);
   // With streams, what the op waited for, all of it completed (unless a stream it waited for failed): a message may
   // carry it (RunContext::waits).
   if (has_streams_ && !op->waits_failed) [[unlikely]]
@@ -114,21 +118,26 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
   // relaxed: the record is ours until the Completion below is handed to the function; the user passes that
   // Completion to other threads through synchronisation of their own, which carries these stores with it.
   op->holds.store(2, std::memory_order_relaxed);
-  const Completion done(op, op->ticket.load(std::memory_order_relaxed));
+  const std::uint64_t ticket = op->ticket.load(std::memory_order_relaxed);
+  const Completion done(op, ticket);
   try {
     op->fn(ctx, &done);
   } catch (...) {
-    const std::exception_ptr thrown = std::current_exception();
-    try {
-      done(thrown);  // the function failed before completing its op: that is the op's error
-    } catch (const Error&) {
-      errors_.raise(thrown, op->name_view(), op->owner);  // it failed after completing: not lost, WaitForAll's
-    }
+    async_threw(op, ticket, std::current_exception(), op->name_view());
   }
   // The record is ours until release_hold below, and the op in flight: its error (above) belongs to the WaitForAll
   // that waits for it.
   if (trace != nullptr) trace_.cpu_op(*op, worker, start, in_flight_.upper_bound());
   release_hold(op);
+}
+
+void EngineCore::async_threw(OpRecord* op, std::uint64_t ticket, const std::exception_ptr& thrown,
+                             std::string_view name) noexcept {
+  if (LateCompletions::claim_on_throw(op, ticket, this, op->owner, name)) {
+    complete_async(op, thrown, {});  // the function failed before completing its op: that is the op's error
+  } else {
+    errors_.raise(thrown, name, op->owner);  // it failed after completing: not lost, WaitForAll's
+  }
 }
 
 void EngineCore::complete_async(OpRecord* op, std::exception_ptr error, std::span<const FrontierEntry> learned) {

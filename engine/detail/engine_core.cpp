@@ -9,6 +9,8 @@
 #include <thread>
 #include <utility>
 
+#include "engine/detail/late_completions.h"
+
 namespace depengine::detail {
 namespace {
 
@@ -136,6 +138,7 @@ void EngineCore::shutdown() noexcept {
   // executor's submit), so it yields rather than sleeps.
   while (foreign_threads_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
   call_hooks();
+  LateCompletions::forget(this);  // before the last errors go to the sink: a late call's error is among them
   errors_.sink_unreported();
   if (trace_.on()) {
     try {
@@ -228,6 +231,8 @@ void Completion::operator()(std::exception_ptr error, std::span<const FrontierEn
   // acquire); the acquire pairs with execute()'s stores before the function ran. Only one call can win.
   if (!op_->ticket.compare_exchange_strong(expected, ticket_ + 1, std::memory_order_acq_rel,
                                            std::memory_order_relaxed)) {
+    // The late call of an op the engine completed when its function threw is absorbed (late_completions.h).
+    if (detail::LateCompletions::absorb(op_, ticket_, error)) return;
     throw Error("Completion called more than once for the same op");
   }
   op_->engine->complete_async(op_, std::move(error), learned);

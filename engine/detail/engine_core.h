@@ -67,9 +67,6 @@ namespace depengine::detail {
 
 class StreamGraph;
 
-// For a no_skip op about to run: the error one of its variables carries, or null (RunContext::input_error).
-[[nodiscard]] const std::exception_ptr* first_input_error(const OpRecord* op) noexcept;
-
 class EngineCore final : public ExecutorHost {
  public:
   explicit EngineCore(EngineOptions options);
@@ -134,6 +131,17 @@ class EngineCore final : public ExecutorHost {
 
   // completion.cpp: ExecutorHost::execute, and the completion of async ops.
   void execute(Task& task, int worker, TaskList& ready) noexcept override;
+  // For a no_skip op about to run: sets ctx.input_error and input_error_var from its first variable with an error.
+  void note_input_error(const OpRecord* op, RunContext& ctx) const noexcept;
+  // The function of async op `op` (a pushed op's record, or a replayed op's) threw `thrown` before or after calling the
+  // Completion with ticket `ticket` it was handed. Before: that is the op's error, and the op completes with it now
+  // (late_completions.h); after: the error is the owner's, for WaitForAll, named `name`.
+  void async_threw(OpRecord* op, std::uint64_t ticket, const std::exception_ptr& thrown,
+                   std::string_view name) noexcept;
+  // A late call of a Completion the engine completed on a throw carried `error` (late_completions.h).
+  void raise_late(const std::exception_ptr& error, std::string_view op, std::uint64_t owner) noexcept {
+    errors_.raise(error, op, owner);
+  }
   // Completes async op `op` on behalf of a Completion that has already claimed the op's ticket.
   // `learned`: see Completion::operator()(error, learned).
   void complete_async(OpRecord* op, std::exception_ptr error, std::span<const FrontierEntry> learned);

@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstddef>
+#include <functional>
 #include <type_traits>
 #include <utility>
 
@@ -17,6 +18,16 @@
 #include "support/small_function.h"
 
 namespace depengine::detail {
+
+template <class T>
+inline constexpr bool kIsStdFunction = false;
+template <class Signature>
+inline constexpr bool kIsStdFunction<std::function<Signature>> = true;
+
+// The callables that can be empty, which a push refuses (Engine::Push): a function pointer and a std::function. A
+// function named directly (a reference, decaying to a pointer that cannot be null) and a lambda cannot.
+template <class F>
+concept NullableCallable = std::is_pointer_v<std::remove_cvref_t<F>> || kIsStdFunction<std::remove_cvref_t<F>>;
 
 class OpFunction {
  public:

@@ -173,6 +173,12 @@ OpRecord* EngineCore::make_record(const PushOptions& options, bool async) {
   }
   check_fences(options.wait_fences, "wait_fences");
   check_fences(options.signal_fences, "signal_fences");
+  if (has_streams_ && executor->issues_ahead()) {
+    const Context& where = options.context;
+    if (std::string why = executor->placement_error(where.device, where.stream_kind, where.stream); !why.empty()) {
+      throw Error("PushOptions::context: " + why);
+    }
+  }
   return record_for(executor, options, async);
 }
 

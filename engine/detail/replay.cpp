@@ -122,9 +122,12 @@ void EngineCore::execute_replayed(GraphOp* op, int worker, TaskList& ready) noex
   const std::uint32_t num_uses = planned.uses.end - planned.uses.begin;
   std::exception_ptr error;
   const std::exception_ptr* input_error = nullptr;
-  for (std::uint32_t i = 0; i < num_uses && input_error == nullptr; ++i) {
-    if (uses[i].var->error != nullptr) [[unlikely]]
-      input_error = &uses[i].var->error;
+  std::uint32_t failed = 0;  // the use whose variable carries input_error
+  for (; failed < num_uses; ++failed) {
+    if (uses[failed].var->error != nullptr) [[unlikely]] {
+      input_error = &uses[failed].var->error;
+      break;
+    }
   }
   ScopeState* const scope = planned.scope.get();
   // relaxed: as in find_input_error().
@@ -139,6 +142,8 @@ void EngineCore::execute_replayed(GraphOp* op, int worker, TaskList& ready) noex
   } else {
     const RunningScope running(this, &ready, instance->owner);
     RunContext ctx{planned.name_view(), worker, op->executor(), nullptr, nullptr, scope, input_error};
+    if (input_error != nullptr) [[unlikely]]
+      ctx.input_error_var = vars_.handle(uses[failed].var, uses[failed].tag);
     ctx.replay = instance->replay;
     TraceRecorder* trace = instance->trace_ops != 0 ? trace_.recorder() : nullptr;
     const std::int64_t start = trace != nullptr ? trace->now() : 0;
@@ -178,16 +183,12 @@ OpRecord* EngineCore::run_async_replayed(GraphOp* op, GraphPlan::Op& planned, co
   record->owner = op->instance->owner;
   // relaxed: as in execute(): the record is ours until the Completion is handed to the function.
   record->holds.store(2, std::memory_order_relaxed);
-  const Completion done(record, record->ticket.load(std::memory_order_relaxed));
+  const std::uint64_t ticket = record->ticket.load(std::memory_order_relaxed);
+  const Completion done(record, ticket);
   try {
     planned.fn(ctx, &done);
   } catch (...) {
-    const std::exception_ptr thrown = std::current_exception();
-    try {
-      done(thrown);  // the function failed before completing its op: that is the op's error
-    } catch (const Error&) {
-      errors_.raise(thrown, planned.name_view(), record->owner);  // it failed after completing: WaitForAll's
-    }
+    async_threw(record, ticket, std::current_exception(), planned.name_view());
   }
   return record;
 }

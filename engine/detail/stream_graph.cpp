@@ -114,6 +114,7 @@ void EngineCore::run_stream_graph(StreamGraph& graph, const RunContext& outer, s
   RunContext ctx = outer;
   ctx.replay = graph.next_replay();
   ctx.input_error = nullptr;
+  ctx.input_error_var = Var();
   graph.count_extra_mutations();
   auto poison_writes = [&](const StreamGraph::Use* uses, std::size_t count, const std::exception_ptr& error) {
     for (std::size_t i = 0; i < count; ++i) {
@@ -139,8 +140,12 @@ void EngineCore::run_stream_graph(StreamGraph& graph, const RunContext& outer, s
     const StreamGraph::Use* uses = graph.step_uses(step);
     const std::size_t count = step.uses_end - step.uses_begin;
     const std::exception_ptr* input_error = nullptr;
-    for (std::size_t i = 0; i < count && input_error == nullptr; ++i) {
-      if (uses[i].var->error != nullptr) input_error = &uses[i].var->error;
+    std::size_t failed = 0;  // the use whose variable carries input_error
+    for (; failed < count; ++failed) {
+      if (uses[failed].var->error != nullptr) {
+        input_error = &uses[failed].var->error;
+        break;
+      }
     }
     std::exception_ptr error;
     if (input_error != nullptr && !step.no_skip) {
@@ -148,6 +153,7 @@ void EngineCore::run_stream_graph(StreamGraph& graph, const RunContext& outer, s
     } else {
       ctx.name = step.name_view();
       ctx.input_error = input_error;
+      ctx.input_error_var = input_error != nullptr ? vars_.handle(uses[failed].var, uses[failed].tag) : Var();
       try {
         step.fn(ctx, nullptr);
       } catch (...) {

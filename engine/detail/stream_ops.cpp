@@ -71,7 +71,7 @@ bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry s
     RunContext ctx{op->name_view(), -1, op->executor()};
     ctx.scope = op->scope;
     if (op->no_skip) [[unlikely]]
-      ctx.input_error = first_input_error(op);
+      note_input_error(op, ctx);
     ctx.stream = &where;
     ctx.waits = &op->requirement;
     try {

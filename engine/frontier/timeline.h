@@ -104,7 +104,7 @@ using TimelineFrontier = KnowledgeFrontier<kTimelineFrontierCapacity>;
 using TimelineRequirement = RequirementFrontier<kTimelineFrontierCapacity>;
 
 struct TimelineOptions {
-  std::string name;                     // for error messages ("timeline 'x': ..."); may be empty
+  std::string name{};                   // for error messages ("timeline 'x': ..."); may be empty
   std::uint32_t history = 32;           // exact records of the newest engine signals; at least 1
   std::uint32_t checkpoints = 8;        // older records kept, thinned; 0 keeps none
   std::uint32_t checkpoint_stride = 0;  // keep every stride-th evicted signal as a checkpoint; 0 means `history`

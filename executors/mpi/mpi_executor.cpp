@@ -7,6 +7,8 @@
 #include <stdexcept>
 #include <utility>
 
+#include "executors/ready_queue.h"
+
 namespace depengine {
 
 namespace {

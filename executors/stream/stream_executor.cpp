@@ -5,6 +5,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
+#include <cassert>
 #include <deque>
 #include <stdexcept>
 #include <thread>
@@ -254,28 +255,25 @@ void StreamExecutor::submit(Task& task) noexcept {
   }
 }
 
-// The stream for `task` (see "Streams and contexts" in the header), or null with `error` set.
-StreamExecutor::Stream* StreamExecutor::choose(const Task& task, const WaitFrontier& need,
-                                               std::exception_ptr& error) const {
+std::string StreamExecutor::placement_error(std::uint32_t device, StreamKind kind, std::int32_t stream) const {
+  const std::uint32_t count = streams(kind);
+  if (kind == StreamKind::kCollective && device != 0) {
+    return "an op's context names device " + std::to_string(device) + " with kind collective; executor '" + name_ +
+           "' keeps its " + std::to_string(count) + " collective channel(s) on device 0";
+  }
+  if (device < devices_ && count != 0 && (stream < 0 || static_cast<std::uint32_t>(stream) < count)) return {};
+  const std::string which = stream >= 0 ? "stream " + std::to_string(stream) + " of kind " : "kind ";
+  return "an op's context names device " + std::to_string(device) + ", " + which + std::string(to_string(kind)) +
+         ", but executor '" + name_ + "' has " + std::to_string(devices_) + " device(s) with " + std::to_string(count) +
+         " " + std::string(to_string(kind)) + " stream(s) each";
+}
+
+// The stream for `task` (see "Streams and contexts" in the header).
+StreamExecutor::Stream* StreamExecutor::choose(const Task& task, const WaitFrontier& need) const {
   const StreamKind kind = task.stream_kind();
   const std::uint32_t count = streams(kind);
-  if (kind == StreamKind::kCollective && task.device() != 0) {
-    error = std::make_exception_ptr(StreamError(backend_->name(), "StreamExecutor", StreamError::kBadDevice,
-                                                "an op's context names device " + std::to_string(task.device()) +
-                                                    " with kind collective; executor '" + name_ + "' keeps its " +
-                                                    std::to_string(count) + " collective channel(s) on device 0"));
-    return nullptr;
-  }
-  if (task.device() >= devices_ || count == 0 ||
-      (task.stream() >= 0 && static_cast<std::uint32_t>(task.stream()) >= count)) {
-    const std::string stream = task.stream() >= 0 ? "stream " + std::to_string(task.stream()) + " of kind " : "kind ";
-    error = std::make_exception_ptr(StreamError(
-        backend_->name(), "StreamExecutor", StreamError::kBadDevice,
-        "an op's context names device " + std::to_string(task.device()) + ", " + stream + std::string(to_string(kind)) +
-            ", but executor '" + name_ + "' has " + std::to_string(devices_) + " device(s) with " +
-            std::to_string(count) + " " + std::string(to_string(kind)) + " stream(s) each"));
-    return nullptr;
-  }
+  // The engine refused a bad placement at the push (Engine::Push).
+  assert(placement_error(task.device(), kind, task.stream()).empty() && "a task placed where no stream is");
   if (task.stream() >= 0) return stream_at(task.device(), kind, static_cast<std::uint32_t>(task.stream()));
   Stream* best = nullptr;
   bool best_free = false;
@@ -348,8 +346,8 @@ void StreamExecutor::issue_one(Task& task) noexcept {
   TaskList ready;
   const WaitFrontier& need = host_->requirement(task);
   std::exception_ptr error;
-  Stream* stream = choose(task, need, error);
-  if (stream != nullptr && stream->failed.load(std::memory_order_acquire)) error = stream->failure();  // see choose
+  Stream* stream = choose(task, need);
+  if (stream->failed.load(std::memory_order_acquire)) error = stream->failure();  // see choose
   if (error == nullptr) {
     for (const FrontierEntry& entry : need) {  // an input whose stream failed before producing it
       Stream* source = find(entry.axis);

@@ -167,6 +167,7 @@ class StreamExecutor final : public Executor {
   void stop() noexcept override;
   [[nodiscard]] bool issues_ahead() const noexcept override { return true; }
   [[nodiscard]] bool owns_axis(Axis axis) const noexcept override { return find(axis) != nullptr; }
+  [[nodiscard]] std::string placement_error(std::uint32_t device, StreamKind kind, std::int32_t stream) const override;
   [[nodiscard]] std::size_t axis_count() const noexcept override { return streams_.size(); }
   [[nodiscard]] std::string axis_name(Axis axis) const override;     // "d0 compute 1", "collective 0"
   [[nodiscard]] DeviceWaits device_waits() const noexcept override;  // from stats(): elided includes complete
@@ -200,7 +201,7 @@ class StreamExecutor final : public Executor {
 
   [[nodiscard]] Stream* find(Axis axis) const noexcept;
   [[nodiscard]] Stream* stream_at(std::uint32_t device, StreamKind kind, std::uint32_t index) const noexcept;
-  [[nodiscard]] Stream* choose(const Task& task, const WaitFrontier& need, std::exception_ptr& error) const;
+  [[nodiscard]] Stream* choose(const Task& task, const WaitFrontier& need) const;
   void issue_one(Task& task) noexcept;
   void issue_waits(Stream& stream, const WaitFrontier& need);
   void enqueue_completion(Stream& stream, Task& task);

@@ -327,7 +327,7 @@ Task* ThreadPoolExecutor::find(Slot* own, bool& more) noexcept {
 Task* ThreadPoolExecutor::route(TaskList& ready, Slot* own) noexcept {
   if (own == nullptr) return take_ready(ready, this);
   Task* keep = nullptr;
-  TaskList mine;
+  TaskList mine, others;
   std::size_t count = 0;
   while (Task* task = ready.pop_front()) {
     if (task->executor() == this && (keep == nullptr || task->priority() > keep->priority())) std::swap(keep, task);
@@ -336,10 +336,11 @@ Task* ThreadPoolExecutor::route(TaskList& ready, Slot* own) noexcept {
       mine.push_back(task);
       ++count;
     } else {
-      task->executor()->submit(*task);
+      others.push_back(task);
     }
   }
   if (count != 0) keep_own(*own, mine, count);
+  submit_in_priority_order(others);
   return keep;
 }
 

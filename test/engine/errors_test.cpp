@@ -192,8 +192,9 @@ TEST_CASE("FailedOpName names the op behind an error a wait rethrew, keeping the
   }
 }
 
-// Issue 17, item 7: a no_skip op could not tell that it ran despite an input error.
-TEST_CASE("a no_skip op sees its inputs' error in its RunContext; other ops see none", "[engine][errors]") {
+// Issue 17, item 7: a no_skip op could not tell that it ran despite an input error; issue 48, item 9: nor which input.
+TEST_CASE("a no_skip op sees its inputs' error and the variable carrying it in its RunContext; other ops see none",
+          "[engine][errors]") {
   for (const auto& factory : executor_factories()) {
     DYNAMIC_SECTION(factory.name) {
       Watchdog watchdog("input_error on " + factory.name);
@@ -204,13 +205,32 @@ TEST_CASE("a no_skip op sees its inputs' error in its RunContext; other ops see 
       auto seen = [](const RunContext& ctx) {
         return ctx.input_error == nullptr ? 0 : thrown_id([&] { std::rethrow_exception(*ctx.input_error); });
       };
-      engine.Push([&](const RunContext& ctx) { seen_bad = seen(ctx); }, {good, bad}, {out}, {.no_skip = true});
-      engine.Push([&](const RunContext& ctx) { seen_good = seen(ctx); }, {good}, {out}, {.no_skip = true});
-      engine.Push([&](const RunContext& ctx) { seen_plain = seen(ctx); }, {good}, {out});
+      Var bad_var, good_var, plain_var;
+      engine.Push(
+          [&](const RunContext& ctx) {
+            seen_bad = seen(ctx);
+            bad_var = ctx.input_error_var;
+          },
+          {good, bad}, {out}, {.no_skip = true});
+      engine.Push(
+          [&](const RunContext& ctx) {
+            seen_good = seen(ctx);
+            good_var = ctx.input_error_var;
+          },
+          {good}, {out}, {.no_skip = true});
+      engine.Push(
+          [&](const RunContext& ctx) {
+            seen_plain = seen(ctx);
+            plain_var = ctx.input_error_var;
+          },
+          {good}, {out});
       CHECK_NOTHROW(engine.WaitForVar(out));
       CHECK(seen_bad == 31);
+      CHECK(bad_var == bad);
       CHECK(seen_good == 0);
+      CHECK(good_var.is_null());
       CHECK(seen_plain == 0);
+      CHECK(plain_var.is_null());
       CHECK(thrown_id([&] { engine.WaitForVar(bad); }) == 31);
     }
   }

@@ -722,6 +722,7 @@ TEST_CASE("an op failing in one replay skips its dependents in the graph; the ne
       constexpr std::size_t kReplays = 5;
       std::atomic<int> ran_b{0}, ran_c{0}, ran_e{0}, ran_after{0};
       std::vector<int> no_skip_saw(kReplays, -2);  // per replay: the id of the input error the no_skip op saw; 0: none
+      std::vector<int> no_skip_var(kReplays, -2);  // per replay: 1 if it named `a` as the variable carrying it; 0: none
       std::vector<std::string> names(kReplays);
       ReplayIndex slot(kReplays);
       Graph graph = engine.Capture([&] {
@@ -737,6 +738,7 @@ TEST_CASE("an op failing in one replay skips its dependents in the graph; the ne
               if (const auto k = slot(ctx)) {
                 no_skip_saw[*k] =
                     ctx.input_error == nullptr ? 0 : thrown_id([&] { std::rethrow_exception(*ctx.input_error); });
+                no_skip_var[*k] = ctx.input_error_var == a ? 1 : ctx.input_error_var.is_null() ? 0 : -1;
               }
             },
             {a}, {d}, {.no_skip = true});
@@ -797,6 +799,7 @@ TEST_CASE("an op failing in one replay skips its dependents in the graph; the ne
       CHECK(ran_c.load() == 3);
       CHECK(ran_e.load() == 5);
       CHECK(no_skip_saw == std::vector<int>{0, 101, 0, 103, 0});
+      CHECK(no_skip_var == std::vector<int>{0, 1, 0, 1, 0});
       CHECK(names == std::vector<std::string>(kReplays, "independent"));
       CHECK(slot.out_of_range() == 0);
     }

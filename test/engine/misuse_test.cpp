@@ -2,6 +2,7 @@
 // options, null, deleted and foreign variables, an unknown executor, a completion called twice.
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <thread>
@@ -111,6 +112,38 @@ TEST_CASE("a push naming a slot by a dead handle and a live one is rejected, in 
       engine.WaitForAll();
       CHECK(ran);
       CHECK(engine.Version(next_life) == 1);
+    }
+  }
+}
+
+// Issue 48, item 9: a null function pointer segfaulted when the op ran, an empty std::function surfaced as
+// bad_function_call at the wait.
+TEST_CASE("an empty function is refused at the push, leaving the engine unchanged", "[engine][misuse]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("empty functions on " + factory.name);
+      Engine engine(factory.options());
+      const Var v = engine.NewVariable();
+      void (*null_op)() = nullptr;
+      void (*null_ctx_op)(const RunContext&) = nullptr;
+      auto refused = Catch::Contains("the function is empty");
+      CHECK_THROWS_WITH(engine.Push(null_op, {}, {v}), Catch::Contains("Push") && refused);
+      CHECK_THROWS_WITH(engine.Push(null_ctx_op, {v}, {}), refused);
+      CHECK_THROWS_WITH(engine.Push(std::function<void()>(), {}, {v}), refused);
+      const std::function<void(const RunContext&)> empty_ctx;
+      CHECK_THROWS_WITH(engine.Push(empty_ctx, {}, {v}), refused);
+      void (*null_async)(Completion) = nullptr;
+      CHECK_THROWS_WITH(engine.PushAsync(null_async, {}, {v}), Catch::Contains("PushAsync") && refused);
+      CHECK_THROWS_WITH(engine.PushAsync(std::function<void(Completion)>(), {}, {v}), refused);
+      CHECK_THROWS_WITH(engine.DeleteVariable(v, std::function<void()>()),
+                        Catch::Contains("DeleteVariable") && refused);
+      CHECK(engine.InFlight() == 0);
+      // A function that is not empty, named directly or held by a std::function, is taken.
+      int ran = 0;
+      engine.Push(std::function<void()>([&ran] { ++ran; }), {}, {v});
+      engine.WaitForVar(v);  // v was not deleted, and carries no error
+      CHECK(ran == 1);
+      CHECK(engine.Version(v) == 1);
     }
   }
 }
@@ -234,6 +267,111 @@ TEST_CASE("a completion called twice throws Error and changes nothing", "[engine
       CHECK(engine.Version(v) == 1 + held.size());
     }
   }
+}
+
+// "Start the I/O, then validate and throw": the function hands its Completion to a thread and throws. The op completes
+// with what it threw; the thread's one call, later, is absorbed (late_completions.h); a call after that is a second
+// call. Each call runs on a thread of its own, with no handler but the test's, as the I/O's thread would.
+TEST_CASE("the late completion of an op whose function threw is absorbed; a call after it still throws",
+          "[engine][misuse][errors]") {
+  for (const auto& factory : executor_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("late completion on " + factory.name);
+      Engine engine(factory.options());
+      if (!factory.takes_async) {  // no Completion to call
+        check_async_refused(engine, engine.NewVariable());
+        continue;
+      }
+      // Calls `completion` with `error` on a thread of its own: whether it threw Error.
+      auto threw_on_thread = [](const Completion& completion, std::exception_ptr error = nullptr) {
+        bool threw = false;
+        std::thread io([&] {
+          try {
+            completion(error);
+          } catch (const Error&) {
+            threw = true;
+          }
+        });
+        io.join();
+        return threw;
+      };
+      const Var v = engine.NewVariable();
+      std::optional<Completion> late;
+      engine.PushAsync(
+          [&](Completion done) {
+            late.emplace(done);
+            throw OpFailure(1);  // validation failed, after the I/O was started
+          },
+          {}, {v}, {.name = "validate"});
+      CHECK(thrown_id([&] { engine.WaitForVar(v); }) == 1);
+      CHECK(engine.Version(v) == 1);
+
+      // Other async ops in flight, perhaps in the recycled record: the late call completes none of them.
+      std::vector<std::unique_ptr<HeldOp>> held;
+      for (int i = 0; i < 4; ++i) held.push_back(std::make_unique<HeldOp>(engine, VarList{}, VarList{v}));
+      REQUIRE(wait_until([&] { return held.front()->holding(); }));
+      CHECK_FALSE(threw_on_thread(*late));  // the I/O's one legitimate call
+      CHECK(engine.InFlight() == held.size());
+      CHECK(threw_on_thread(*late));  // a second call
+      for (auto& op : held) REQUIRE(op->release());
+      engine.WaitForAll();  // nothing: the late call carried no error
+      CHECK(engine.Version(v) == 1 + held.size());
+
+      // A late call that carries an error hands it on as the op's, unreported: WaitForAll rethrows it.
+      engine.PushAsync(
+          [&](Completion done) {
+            late.emplace(done);
+            throw OpFailure(2);
+          },
+          {}, {v}, {.name = "validate again"});
+      CHECK(thrown_id([&] { engine.WaitForVar(v); }) == 2);
+      CHECK_FALSE(threw_on_thread(*late, std::make_exception_ptr(OpFailure(3))));
+      std::exception_ptr reported;
+      try {
+        engine.WaitForAll();
+      } catch (...) {
+        reported = std::current_exception();
+      }
+      CHECK(thrown_id([&] { std::rethrow_exception(reported); }) == 3);
+      CHECK(engine.FailedOpName(reported) == "validate again");
+
+      // A function that completes and then throws: its error is WaitForAll's, and a further call is a second call.
+      engine.PushAsync(
+          [&](Completion done) {
+            late.emplace(done);
+            done();
+            throw OpFailure(4);
+          },
+          {}, {v});
+      CHECK(thrown_id([&] { engine.WaitForAll(); }) == 4);
+      CHECK(threw_on_thread(*late));
+    }
+  }
+}
+
+TEST_CASE("a late completion after its engine is destroyed is absorbed", "[engine][misuse][errors]") {
+  std::optional<Completion> late;
+  {
+    Engine engine(threadpool_factory(1).options());
+    const Var v = engine.NewVariable();
+    engine.PushAsync(
+        [&](Completion done) {
+          late.emplace(done);
+          throw OpFailure(1);
+        },
+        {}, {v});
+    CHECK(thrown_id([&] { engine.WaitForVar(v); }) == 1);
+  }
+  bool threw = false;
+  std::thread io([&] {
+    try {
+      (*late)();
+    } catch (const Error&) {
+      threw = true;
+    }
+  });
+  io.join();
+  CHECK_FALSE(threw);
 }
 
 TEST_CASE("of two threads completing the same op at once, exactly one succeeds", "[engine][misuse][concurrency]") {

@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <map>
+#include <mutex>
 #include <stdexcept>
 #include <string>
 #include <thread>
@@ -460,18 +461,56 @@ TEST_CASE("a trace shows each stream op when its stream ran it, not from its iss
   CHECK(c.ts >= b.ts + b.dur);
 }
 
-TEST_CASE("bad placement and misuse get clear errors", "[stream_executor][errors]") {
+// Issue 48, item 4: stream ops that one CPU op's completion released together were issued in push order, ignoring
+// their priorities, when the executor was idle (queued behind a busy issue they came out by priority).
+TEST_CASE("stream ops released together are issued highest priority first", "[stream_executor][priority]") {
+  for (const int workers : {1, 2}) {
+    DYNAMIC_SECTION(workers << " worker(s)") {
+      Watchdog watchdog("stream priorities");
+      Engine engine(stream_engine_options({.workers = workers}));
+      const Var v = engine.NewVariable();
+      std::atomic<bool> go{false};
+      // The releasing op runs on a pool worker, whose completion routes what it made ready (ThreadPoolExecutor::route).
+      engine.Push([&go] { go.wait(false, std::memory_order_acquire); }, {}, {v});  // acquire: pairs with the store
+      std::mutex mutex;
+      std::vector<int> issued;  // priorities, in the order the ops were issued
+      for (const int priority : {0, -5, 0, 1, 0, 10, 2}) {
+        PushOptions options = on_stream();
+        options.priority = priority;
+        engine.Push(
+            [&, priority](const RunContext&) {
+              std::lock_guard lock(mutex);
+              issued.push_back(priority);
+            },
+            {v}, {}, options);
+      }
+      go.store(true, std::memory_order_release);  // release: pairs with the acquire of the op's wait
+      go.notify_one();
+      engine.WaitForAll();
+      std::lock_guard lock(mutex);
+      CHECK(issued == std::vector<int>{10, 2, 1, 0, 0, 0, -5});
+    }
+  }
+}
+
+TEST_CASE("bad placement is refused at the push, and misuse gets clear errors", "[stream_executor][errors]") {
   Watchdog watchdog("stream misuse");
   Engine engine(stream_engine_options({.devices = 1, .compute_streams = 2, .copy_streams = 0}));
   Var v = engine.NewVariable();
-  engine.Push([] {}, {}, {v}, on_stream(-1, 3));
-  CHECK_THROWS_WITH(engine.WaitForVar(v), Catch::Contains("names device 3") && Catch::Contains("1 device(s)"));
-  engine.Push([] {}, {}, {v}, on_stream(5));
-  CHECK_THROWS_WITH(engine.WaitForVar(v), Catch::Contains("stream 5 of kind compute"));
-  engine.Push([] {}, {}, {v}, on_stream(-1, 0, StreamKind::kCopy));
-  CHECK_THROWS_WITH(engine.WaitForVar(v), Catch::Contains("0 copy stream(s)"));
-  engine.Push([] {}, {}, {v}, on_stream(-1, 0, StreamKind::kCollective));
-  CHECK_THROWS_WITH(engine.WaitForVar(v), Catch::Contains("0 collective stream(s)"));
+  bool ran = false;
+  auto op = [&ran] { ran = true; };
+  CHECK_THROWS_WITH(engine.Push(op, {}, {v}, on_stream(-1, 3)), Catch::Contains("PushOptions::context") &&
+                                                                    Catch::Contains("names device 3") &&
+                                                                    Catch::Contains("1 device(s)"));
+  CHECK_THROWS_WITH(engine.Push(op, {}, {v}, on_stream(5)), Catch::Contains("stream 5 of kind compute"));
+  CHECK_THROWS_WITH(engine.Push(op, {}, {v}, on_stream(-1, 0, StreamKind::kCopy)), Catch::Contains("0 copy stream(s)"));
+  CHECK_THROWS_WITH(engine.Push(op, {}, {v}, on_stream(-1, 0, StreamKind::kCollective)),
+                    Catch::Contains("0 collective stream(s)"));
+  CHECK_THROWS_WITH(engine.DeleteVariable(v, op, on_stream(-1, 2)), Catch::Contains("names device 2"));
+  CHECK(engine.InFlight() == 0);  // nothing was pushed
+  engine.WaitForVar(v);           // and v is clean and alive
+  CHECK_FALSE(ran);
+  CHECK(engine.Version(v) == 0);
   CHECK_THROWS_WITH(engine.PushAsync([](Completion done) { done(); }, {}, {v}, on_stream()),
                     Catch::Contains("PushAsync") && Catch::Contains("stream executor"));
 }

@@ -314,9 +314,11 @@ TEST_CASE("a capture of stream ops refuses what one stream op cannot stand for",
     CHECK(graph.size() == 1);
   }
   SECTION("ops on two kinds of stream") {
-    const Graph graph = engine.Capture([&] {
-      engine.Push([](const RunContext&) {}, {}, {v}, on_stream());
-      CHECK_THROWS_WITH(engine.Push([](const RunContext&) {}, {}, {w}, on_stream(-1, 0, StreamKind::kCopy)),
+    Engine copying(stream_engine_options({.devices = 1, .copy_streams = 1}));  // a copy stream to name
+    const Var a = copying.NewVariable(), b = copying.NewVariable();
+    const Graph graph = copying.Capture([&] {
+      copying.Push([](const RunContext&) {}, {}, {a}, on_stream());
+      CHECK_THROWS_WITH(copying.Push([](const RunContext&) {}, {}, {b}, on_stream(-1, 0, StreamKind::kCopy)),
                         Contains("one kind of stream"));
     });
     CHECK(graph.size() == 1);

@@ -20,6 +20,7 @@
 #include <vector>
 
 #include "executors/executor.h"
+#include "executors/ready_queue.h"
 #include "support/spinlock.h"
 #include "test/test_support.h"
 
@@ -601,7 +602,8 @@ TEST_CASE("every task of random fan-outs made ready by completions runs exactly 
   }
 }
 
-TEST_CASE("take_ready keeps the first most urgent task of its executor and submits the rest", "[executors]") {
+TEST_CASE("take_ready keeps the first most urgent task of its executor and submits the rest by priority",
+          "[executors]") {
   // A recording executor stands in for "another executor" so that routing is observable.
   class Recorder final : public Executor {
    public:
@@ -620,7 +622,7 @@ TEST_CASE("take_ready keeps the first most urgent task of its executor and submi
   CHECK(kept == &c);
   CHECK(ready.empty());
   CHECK(other.submitted == std::vector<Task*>{&b});
-  CHECK(self.submitted == std::vector<Task*>{&a, &d, &e});
+  CHECK(self.submitted == std::vector<Task*>{&d, &a, &e});  // highest priority first (issue 48, item 4)
 }
 
 }  // namespace
