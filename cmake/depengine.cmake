@@ -1,10 +1,12 @@
 # Build helpers shared by every folder. Included by the top-level CMakeLists.txt (and by scratch drivers that build
-# one folder alone). Headers are included by their path from the repository root: #include "engine/engine.h".
+# one folder alone).
 set(DEPENGINE_SOURCE_DIR ${CMAKE_CURRENT_LIST_DIR}/..)
 cmake_path(NORMAL_PATH DEPENGINE_SOURCE_DIR)
-# Users may also include through the project's name, #include <depengine/engine/engine.h>: installed, the headers sit
-# under include/depengine, and both include/ and include/depengine are exported; in the build tree, a folder holding
-# one link, depengine -> the source root, plays include/.
+# Headers of the libraries are included through the project's name, #include <depengine/engine/engine.h>, by users and
+# by the libraries themselves, so that a user's own engine/errors.h can never stand in for ours. Installed, the headers
+# sit under include/depengine and only include/ is exported; in the build tree, a folder holding one link, depengine ->
+# the source root, plays include/. (Tests, benchmarks and examples also include their own helpers by their path from
+# the repository root, "test/...": the source root is on their include path only.)
 set(DEPENGINE_INCLUDE_ROOT ${CMAKE_BINARY_DIR}/depengine_include)
 file(MAKE_DIRECTORY ${DEPENGINE_INCLUDE_ROOT})
 file(CREATE_LINK ${DEPENGINE_SOURCE_DIR} ${DEPENGINE_INCLUDE_ROOT}/depengine SYMBOLIC)
@@ -30,17 +32,13 @@ function(depengine_library)
                                                VERSION ${PROJECT_VERSION}
                                                SOVERSION ${PROJECT_VERSION_MAJOR}.${PROJECT_VERSION_MINOR}
                                                INSTALL_RPATH "$ORIGIN")
-    target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${DEPENGINE_SOURCE_DIR}>
-                                                $<BUILD_INTERFACE:${DEPENGINE_INCLUDE_ROOT}>
-                                                $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/depengine>
+    target_include_directories(${target} PUBLIC $<BUILD_INTERFACE:${DEPENGINE_INCLUDE_ROOT}>
                                                 $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
     target_link_libraries(${target} PUBLIC ${ARG_DEPS} PRIVATE $<BUILD_INTERFACE:depengine_warnings>)
   else()
     add_library(${target} INTERFACE)
     set_target_properties(${target} PROPERTIES EXPORT_NAME ${ARG_NAME})
-    target_include_directories(${target} INTERFACE $<BUILD_INTERFACE:${DEPENGINE_SOURCE_DIR}>
-                                                   $<BUILD_INTERFACE:${DEPENGINE_INCLUDE_ROOT}>
-                                                   $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}/depengine>
+    target_include_directories(${target} INTERFACE $<BUILD_INTERFACE:${DEPENGINE_INCLUDE_ROOT}>
                                                    $<INSTALL_INTERFACE:${CMAKE_INSTALL_INCLUDEDIR}>)
     target_link_libraries(${target} INTERFACE ${ARG_DEPS})
   endif()
@@ -71,7 +69,7 @@ function(depengine_test)
   endif()
   add_executable(${ARG_NAME} ${ARG_SOURCES})
   target_link_libraries(${ARG_NAME} PRIVATE ${main} ${ARG_LIBS} depengine_warnings)
-  target_include_directories(${ARG_NAME} PRIVATE ${DEPENGINE_SOURCE_DIR})
+  target_include_directories(${ARG_NAME} PRIVATE ${DEPENGINE_SOURCE_DIR} ${DEPENGINE_INCLUDE_ROOT})
   target_compile_definitions(${ARG_NAME} PRIVATE DEPENGINE_SANITIZER="${DEPENGINE_SANITIZER}")
   if(NOT ARG_MPI)
     add_test(NAME ${ARG_NAME} COMMAND ${ARG_NAME})
@@ -112,7 +110,7 @@ function(depengine_bench)
   endif()
   add_executable(${ARG_NAME} ${ARG_SOURCES})
   target_link_libraries(${ARG_NAME} PRIVATE depengine_bench_report ${ARG_LIBS} depengine_warnings)
-  target_include_directories(${ARG_NAME} PRIVATE ${DEPENGINE_SOURCE_DIR})
+  target_include_directories(${ARG_NAME} PRIVATE ${DEPENGINE_SOURCE_DIR} ${DEPENGINE_INCLUDE_ROOT})
   depengine_help_test(${ARG_NAME} ${ARG_NAME})
 endfunction()
 

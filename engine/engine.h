@@ -55,8 +55,9 @@
 // - Traces. StartTrace(path), or the environment variable DEPENGINE_TRACE=path when an engine is made, records every
 //   op pushed from then on; StopTrace(), or ~Engine(), writes a Chrome trace-event JSON file (Perfetto,
 //   chrome://tracing): a lane per host thread and per stream, a slice per op with its name and variables, an arrow
-//   from each op to the ops its completion (or issue) made ready, and counters of ops in flight and device waits
-//   issued and elided (engine/detail/trace_recorder.h). With DEPENGINE_TRACE, the first engine of the process writes
+//   per dependency (from a CPU op to the ops its completion made ready; from a stream op to each op ordered after it,
+//   marked as a device wait, an elided one, or a host wait), and counters of ops in flight and device waits issued and
+//   elided (engine/detail/trace_recorder.h). With DEPENGINE_TRACE, the first engine of the process writes
 //   path, later ones path.2, path.3, ... Tracing adds a few microseconds per op; off, one load per op. A long or stuck
 //   run need not end to leave a trace: FlushTrace() writes what has been recorded so far, and so does a stall report
 //   (EngineOptions::stall_report_after); the file is replaced whole, so a run killed at any moment leaves the last
@@ -83,15 +84,15 @@
 #include <utility>
 #include <vector>
 
-#include "engine/cancel_scope.h"
-#include "engine/detail/op_function.h"
-#include "engine/engine_hook.h"
-#include "engine/errors.h"
-#include "engine/graph.h"
-#include "engine/push_options.h"
-#include "engine/run_context.h"
-#include "engine/var.h"
-#include "executors/executor.h"
+#include <depengine/engine/cancel_scope.h>
+#include <depengine/engine/detail/op_function.h>
+#include <depengine/engine/engine_hook.h>
+#include <depengine/engine/errors.h>
+#include <depengine/engine/graph.h>
+#include <depengine/engine/push_options.h>
+#include <depengine/engine/run_context.h>
+#include <depengine/engine/var.h>
+#include <depengine/executors/executor.h>
 
 namespace depengine {
 

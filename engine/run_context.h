@@ -7,9 +7,9 @@
 #include <span>
 #include <string_view>
 
-#include "engine/cancel_scope.h"
-#include "engine/var.h"
-#include "engine/vocabulary/vocabulary.h"
+#include <depengine/engine/cancel_scope.h>
+#include <depengine/engine/var.h>
+#include <depengine/engine/vocabulary/vocabulary.h>
 
 namespace depengine {
 
@@ -71,8 +71,9 @@ struct RunContext {
 // the engine completes the op with what it threw, and the one call that comes later (from work the function started
 // before throwing) is absorbed: ignored, or, with an error, that error is handed on as the op's, unreported (a
 // WaitForAll of its pusher rethrows it, else the error sink gets it); a call after that one is a second call. The
-// engine remembers the last LateCompletions::kKept (1,024) such completions whose late call has not come. Never calling it leaves the op in
-// flight forever: WaitForVar on its mutated variables, WaitForAll and the engine's destructor then wait for ever.
+// engine remembers the last LateCompletions::kKept (1,024) such completions whose late call has not come. Never calling
+// it leaves the op in flight forever: WaitForVar on its mutated variables, WaitForAll and the engine's destructor then
+// wait for ever.
 class Completion {
  public:
   void operator()() const { (*this)(std::exception_ptr{}); }

@@ -33,10 +33,10 @@
 #include <string_view>
 #include <utility>
 
-#include "engine/frontier/frontier.h"
-#include "engine/frontier/tracker.h"
-#include "engine/vocabulary/vocabulary.h"
-#include "support/intrusive_list.h"
+#include <depengine/engine/frontier/frontier.h>
+#include <depengine/engine/frontier/tracker.h>
+#include <depengine/engine/vocabulary/vocabulary.h>
+#include <depengine/support/intrusive_list.h>
 
 namespace depengine {
 
@@ -103,11 +103,13 @@ class ExecutorHost {
 
   // Issues `task` on the stream `where` (which must stay valid during the call): runs its function with
   // RunContext::stream = &where (it enqueues the device work), then releases its variables with `signal` (the stream's
-  // axis and the epoch of this op on it), appending the tasks that made ready to `ready`. Returns true when it did; the
+  // axis and the epoch of this op on it), appending the tasks that made ready to `ready`. `waited`: bit i is set when
+  // the stream waited on the device for entry i of requirement(task), clear when that wait was elided (for traces).
+  // Returns true when it did; the
   // caller must then record the epoch's event and report complete_issued() once the device has run it. Returns false
   // when the op was skipped instead (an input carries an error): it is then finished, and the epoch is not used. An
   // exception from the function becomes the op's error (attached to what it mutates); the op still counts as issued.
-  [[nodiscard]] virtual bool issue(Task& task, const StreamPlacement& where, FrontierEntry signal,
+  [[nodiscard]] virtual bool issue(Task& task, const StreamPlacement& where, FrontierEntry signal, std::uint32_t waited,
                                    TaskList& ready) noexcept = 0;
 
   // Finishes `task` without running it, with `error` as its input error (its stream or a stream it depends on failed,

@@ -18,7 +18,7 @@
 #include <utility>
 #include <vector>
 
-#include "executors/executor.h"
+#include <depengine/executors/executor.h>
 
 namespace depengine {
 

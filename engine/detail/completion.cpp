@@ -4,11 +4,11 @@
 #include <stdexcept>
 #include <utility>
 
-#include "engine/detail/engine_core.h"
-#include "engine/detail/late_completions.h"
-#include "engine/detail/running.h"
-#include "engine/detail/stream_graph.h"
-#include "executors/ready_queue.h"
+#include <depengine/engine/detail/engine_core.h>
+#include <depengine/engine/detail/late_completions.h>
+#include <depengine/engine/detail/running.h>
+#include <depengine/engine/detail/stream_graph.h>
+#include <depengine/executors/ready_queue.h>
 
 namespace depengine::detail {
 namespace {
@@ -111,7 +111,7 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
       op->error = std::current_exception();
       errors_.raise(op->error, op->name_view(), op->owner);
     }
-    if (trace != nullptr) trace_.cpu_op(*op, worker, start, in_flight_.upper_bound());
+    if (trace != nullptr) trace_.cpu_op(*op, worker, start, in_flight_.upper_bound(), ctx.waits);
     finish(op, ready, ran_signal());
     return;
   }
@@ -127,7 +127,8 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
   }
   // The record is ours until release_hold below, and the op in flight: its error (above) belongs to the WaitForAll
   // that waits for it.
-  if (trace != nullptr) trace_.cpu_op(*op, worker, start, in_flight_.upper_bound());
+  // No arrows from its wait frontier: its completion may have reused that storage (learned_signal).
+  if (trace != nullptr) trace_.cpu_op(*op, worker, start, in_flight_.upper_bound(), nullptr);
   release_hold(op);
 }
 
@@ -262,7 +263,7 @@ void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* s
     while (OpNode* node = granted.pop_front()) route(node, ready);
     return;
   }
-  trace_.flows(op->trace_op, granted);
+  trace_.flows(op, op->trace_op, granted);
   while (OpNode* node = granted.pop_front()) {
     if (node->owner_kind == kGraphJoin) {
       route_join(op->trace_op, node, ready);

@@ -1,5 +1,3 @@
-#include "engine/detail/engine_core.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,7 +7,8 @@
 #include <thread>
 #include <utility>
 
-#include "engine/detail/late_completions.h"
+#include <depengine/engine/detail/engine_core.h>
+#include <depengine/engine/detail/late_completions.h>
 
 namespace depengine::detail {
 namespace {

@@ -49,19 +49,19 @@
 #include <string>
 #include <vector>
 
-#include "engine/detail/engine_trace.h"
-#include "engine/detail/error_log.h"
-#include "engine/detail/graph_plan.h"
-#include "engine/detail/in_flight.h"
-#include "engine/detail/in_flight_report.h"
-#include "engine/detail/op_function.h"
-#include "engine/detail/op_record.h"
-#include "engine/detail/running.h"
-#include "engine/detail/stall_watch.h"
-#include "engine/detail/var_table.h"
-#include "engine/engine.h"
-#include "engine/frontier/tracker.h"
-#include "executors/inline_executor.h"
+#include <depengine/engine/detail/engine_trace.h>
+#include <depengine/engine/detail/error_log.h>
+#include <depengine/engine/detail/graph_plan.h>
+#include <depengine/engine/detail/in_flight.h>
+#include <depengine/engine/detail/in_flight_report.h>
+#include <depengine/engine/detail/op_function.h>
+#include <depengine/engine/detail/op_record.h>
+#include <depengine/engine/detail/running.h>
+#include <depengine/engine/detail/stall_watch.h>
+#include <depengine/engine/detail/var_table.h>
+#include <depengine/engine/engine.h>
+#include <depengine/engine/frontier/tracker.h>
+#include <depengine/executors/inline_executor.h>
 
 namespace depengine::detail {
 
@@ -156,7 +156,7 @@ class EngineCore final : public ExecutorHost {
   [[nodiscard]] const WaitFrontier& requirement(const Task& task) const noexcept override {
     return static_cast<const OpRecord&>(task).requirement;
   }
-  [[nodiscard]] bool issue(Task& task, const StreamPlacement& where, FrontierEntry signal,
+  [[nodiscard]] bool issue(Task& task, const StreamPlacement& where, FrontierEntry signal, std::uint32_t waited,
                            TaskList& ready) noexcept override;
   void skip(Task& task, std::exception_ptr error, TaskList& ready) noexcept override;
   void complete_issued(Task& task, std::exception_ptr error) noexcept override;

@@ -1,11 +1,12 @@
-#include "engine/detail/engine_trace.h"
-
+#include <algorithm>
+#include <array>
 #include <map>
 #include <utility>
 
-#include "engine/detail/graph_plan.h"
-#include "engine/detail/var_table.h"
-#include "engine/errors.h"
+#include <depengine/engine/detail/engine_trace.h>
+#include <depengine/engine/detail/graph_plan.h>
+#include <depengine/engine/detail/var_table.h>
+#include <depengine/engine/errors.h>
 
 namespace depengine::detail {
 namespace {
@@ -22,6 +23,25 @@ void describe_uses(const OpRecord& op, TraceRecorder::Slice& slice) {
 }
 
 std::string name_of(const OpRecord& op) { return std::string(op.named ? op.name.view() : "op"); }
+
+// Draws an arrow to op `to` from each stream op it was ordered after directly: the op recorded at each entry of its
+// wait frontier `need`, unless another of those ops was itself ordered after that entry (a frontier is transitive:
+// the arrow would only repeat a path through that op). `kind(i)` says how the dependency on entry i was kept.
+template <class Kind>
+void frontier_arrows(TraceRecorder& trace, const WaitFrontier& need, std::uint64_t to, Kind&& kind) {
+  std::array<const TraceRecorder::Issued*, kMaxEngineAxes> from{};
+  std::size_t count = 0;
+  for (const FrontierEntry& entry : need) from[count++] = trace.issued_at(entry.axis, entry.epoch);
+  std::uint32_t position = 0;
+  for (const FrontierEntry& entry : need) {
+    const std::uint32_t i = position++;
+    if (from[i] == nullptr) continue;
+    const bool implied = std::any_of(from.begin(), from.begin() + count, [&](const TraceRecorder::Issued* other) {
+      return other != nullptr && other != from[i] && other->requirement.epoch(entry.axis) >= entry.epoch;
+    });
+    if (!implied) trace.flow(from[i]->op, to, kind(i));
+  }
+}
 
 }  // namespace
 
@@ -56,7 +76,8 @@ void EngineTrace::stop_end() noexcept {
   current_.store(nullptr, std::memory_order_relaxed);  // relaxed: nothing is published by clearing it
 }
 
-void EngineTrace::cpu_op(const OpRecord& op, int worker, std::int64_t start, std::size_t in_flight) noexcept {
+void EngineTrace::cpu_op(const OpRecord& op, int worker, std::int64_t start, std::size_t in_flight,
+                         const WaitFrontier* waited_for) noexcept {
   TraceRecorder* trace = recorder();
   if (trace == nullptr) return;
   try {
@@ -64,6 +85,9 @@ void EngineTrace::cpu_op(const OpRecord& op, int worker, std::int64_t start, std
                                trace->now()};
     describe_uses(op, slice);
     trace->slice(std::move(slice), static_cast<std::int64_t>(in_flight));
+    if (waited_for != nullptr) {
+      frontier_arrows(*trace, *waited_for, op.trace_op, [](std::uint32_t) { return TraceRecorder::Flow::kHostWait; });
+    }
   } catch (...) {  // out of memory while tracing: the trace misses this op, the op is unaffected
   }
 }
@@ -97,13 +121,17 @@ void EngineTrace::flow(std::uint64_t from, std::uint64_t to) noexcept {
   }
 }
 
-void EngineTrace::stream_issue(OpRecord& op, Axis axis) noexcept {
+void EngineTrace::stream_issue(OpRecord& op, FrontierEntry signal, std::uint32_t waited) noexcept {
   TraceRecorder* trace = recorder();
   if (trace == nullptr) return;
   op.trace_start = trace->now();
   op.ran_start = op.ran_end = -1;
   try {
-    op.trace_lane = trace->stream_lane(axis, *op.executor());
+    op.trace_lane = trace->stream_lane(signal.axis, *op.executor());
+    trace->stream_epoch(signal.axis, signal.epoch, op.trace_op, op.requirement);
+    frontier_arrows(*trace, op.requirement, op.trace_op, [waited](std::uint32_t i) {
+      return ((waited >> i) & 1U) != 0 ? TraceRecorder::Flow::kDeviceWait : TraceRecorder::Flow::kElided;
+    });
   } catch (...) {  // out of memory for a new lane: the trace misses this op, the op is unaffected
     op.trace_op = 0;
   }
@@ -135,9 +163,9 @@ void EngineTrace::stream_op(const OpRecord& op, std::size_t in_flight,
   }
 }
 
-void EngineTrace::flows(std::uint64_t from, const ReadyList& granted) noexcept {
+void EngineTrace::flows(const OpRecord* from_op, std::uint64_t from, const ReadyList& granted) noexcept {
   TraceRecorder* trace = recorder();
-  if (trace == nullptr) return;
+  if (trace == nullptr || (from_op != nullptr && from_op->executor()->issues_ahead())) return;
   try {
     for (const OpNode* node = granted.front(); node != nullptr; node = node->ready_next_) {
       if (node->owner_kind != kPushedOp) continue;  // a replay's join: see route_join()

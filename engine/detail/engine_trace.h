@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/detail/graph_plan.h"
-#include "engine/detail/op_record.h"
-#include "engine/detail/trace_recorder.h"
-#include "engine/var_queue/op_node.h"
+#include <depengine/engine/detail/graph_plan.h>
+#include <depengine/engine/detail/op_record.h>
+#include <depengine/engine/detail/trace_recorder.h>
+#include <depengine/engine/var_queue/op_node.h>
 
 namespace depengine::detail {
 
@@ -48,22 +48,27 @@ class EngineTrace {
     return current_.load(std::memory_order_acquire);  // acquire: pairs with the release store in start()
   }
 
-  // A CPU op `op` ran on `worker` from `start` (recorder().now()) until now.
-  void cpu_op(const OpRecord& op, int worker, std::int64_t start, std::size_t in_flight) noexcept;
+  // A CPU op `op` ran on `worker` from `start` (recorder().now()) until now, after the work of `waited_for` had
+  // completed (its wait frontier on an engine with streams; else null): draws its arrows from those stream ops.
+  void cpu_op(const OpRecord& op, int worker, std::int64_t start, std::size_t in_flight,
+              const WaitFrontier* waited_for) noexcept;
   // An op of replay `replay` of `plan`, with trace id `id`, ran on `worker` of `executor` from `start` until now. Its
   // slice is named "<name> (replay <replay>)".
   void replayed_op(const GraphPlan& plan, const GraphPlan::Op& op, std::uint64_t id, std::int64_t replay,
                    Executor* executor, int worker, std::int64_t start, std::size_t in_flight) noexcept;
   // Op `from` gave op `to` its last grant (two ops of one replay).
   void flow(std::uint64_t from, std::uint64_t to) noexcept;
-  // A stream op is issued on the stream of `axis`: remembers its lane and the issue time (or drops it from the trace).
-  void stream_issue(OpRecord& op, Axis axis) noexcept;
+  // A stream op is issued at `signal` (its stream's axis, its epoch there): remembers its lane, the issue time and the
+  // epoch (or drops it from the trace), and draws its arrows from the stream ops its wait frontier names, as device
+  // waits where `waited` has the entry's bit (ExecutorHost::issue), elided otherwise.
+  void stream_issue(OpRecord& op, FrontierEntry signal, std::uint32_t waited) noexcept;
   // A stream op has completed; also samples the device waits of `executors`.
   void stream_op(const OpRecord& op, std::size_t in_flight,
                  std::span<const std::unique_ptr<Executor>> executors) noexcept;
   // The op with trace id `from` (a pushed op's, or a replayed op's) gave every pushed op in `granted` its last grant.
-  // Joins of replays in `granted` are passed over: route_join() draws their arrows.
-  void flows(std::uint64_t from, const ReadyList& granted) noexcept;
+  // Joins of replays in `granted` are passed over: route_join() draws their arrows. A stream op's release draws none:
+  // its successors draw theirs from their wait frontiers (stream_issue, cpu_op), whatever released them.
+  void flows(const OpRecord* from_op, std::uint64_t from, const ReadyList& granted) noexcept;
 
  private:
   std::atomic<TraceRecorder*> current_{nullptr};

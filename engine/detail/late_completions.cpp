@@ -1,13 +1,12 @@
-#include "engine/detail/late_completions.h"
-
 #include <array>
 #include <cstdio>
 #include <mutex>
 #include <string_view>
 
-#include "engine/detail/engine_core.h"
-#include "engine/detail/op_record.h"
-#include "engine/op_name.h"
+#include <depengine/engine/detail/engine_core.h>
+#include <depengine/engine/detail/late_completions.h>
+#include <depengine/engine/detail/op_record.h>
+#include <depengine/engine/op_name.h>
 
 namespace depengine::detail {
 namespace {

@@ -2,10 +2,10 @@
 #include <string>
 #include <utility>
 
-#include "engine/detail/engine_core.h"
-#include "engine/detail/graph_plan.h"
-#include "engine/detail/running.h"
-#include "executors/ready_queue.h"
+#include <depengine/engine/detail/engine_core.h>
+#include <depengine/engine/detail/graph_plan.h>
+#include <depengine/engine/detail/running.h>
+#include <depengine/executors/ready_queue.h>
 
 namespace depengine::detail {
 namespace {
@@ -247,7 +247,7 @@ void EngineCore::complete_replayed(GraphOp* op, const GraphPlan::Op& planned, co
     join.pending.store(plan.joins()[*covered].covers, std::memory_order_relaxed);  // for the next replay
     join.use.var->complete(join.use, nullptr, granted);
   }
-  if (traced != 0) trace_.flows(id, granted);  // the pushed ops this op released, across the replay's boundary
+  if (traced != 0) trace_.flows(nullptr, id, granted);  // the pushed ops this op released, across the replay's boundary
   while (OpNode* node = granted.pop_front()) route(node, ready);
   const std::uint32_t* successor = plan.successors(planned);
   const std::uint32_t* const end = successor + (planned.successors.end - planned.successors.begin);

@@ -2,9 +2,9 @@
 // and complete").
 #include <utility>
 
-#include "engine/detail/engine_core.h"
-#include "engine/detail/running.h"
-#include "engine/detail/stream_graph.h"
+#include <depengine/engine/detail/engine_core.h>
+#include <depengine/engine/detail/running.h>
+#include <depengine/engine/detail/stream_graph.h>
 
 namespace depengine::detail {
 
@@ -58,14 +58,15 @@ void EngineCore::take_input_error(OpRecord* op, const std::exception_ptr& error)
   if ((!op->no_skip || op->stream_graph != nullptr) && op->error == nullptr) op->error = error;
 }
 
-bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry signal, TaskList& ready) noexcept {
+bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry signal, std::uint32_t waited,
+                       TaskList& ready) noexcept {
   OpRecord* op = static_cast<OpRecord*>(&task);
   if (find_input_error(op)) {
     if (op->stream_graph != nullptr) op->stream_graph->count_extra_mutations();  // skipped whole
     finish(op, ready, skipped_signal(op));
     return false;
   }
-  if (op->trace_op != 0) trace_.stream_issue(*op, signal.axis);
+  if (op->trace_op != 0) trace_.stream_issue(*op, signal, waited);
   {
     const RunningScope running(this, &ready, op->owner);
     RunContext ctx{op->name_view(), -1, op->executor()};

@@ -1,5 +1,3 @@
-#include "engine/detail/trace_recorder.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -8,7 +6,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "engine/errors.h"
+#include <depengine/engine/detail/trace_recorder.h>
+#include <depengine/engine/errors.h>
 
 namespace depengine::detail {
 namespace {
@@ -89,9 +88,20 @@ void TraceRecorder::slice(Slice slice, std::int64_t ops_in_flight) {
   slices_.push_back(std::move(slice));
 }
 
-void TraceRecorder::flow(std::uint64_t from, std::uint64_t to) {
+void TraceRecorder::flow(std::uint64_t from, std::uint64_t to, Flow kind) {
   std::lock_guard lock(mutex_);
-  flows_.emplace_back(from, to);
+  flows_.push_back(Arrow{from, to, kind});
+}
+
+void TraceRecorder::stream_epoch(Axis axis, std::uint64_t epoch, std::uint64_t op, const WaitFrontier& requirement) {
+  std::lock_guard lock(mutex_);
+  epochs_.try_emplace({axis, epoch}, Issued{op, requirement});
+}
+
+const TraceRecorder::Issued* TraceRecorder::issued_at(Axis axis, std::uint64_t epoch) const {
+  std::lock_guard lock(mutex_);
+  const auto found = epochs_.find({axis, epoch});
+  return found != epochs_.end() ? &found->second : nullptr;
 }
 
 void TraceRecorder::device_waits(std::uint64_t issued, std::uint64_t elided) {
@@ -128,18 +138,20 @@ void TraceRecorder::write() const {
     out += "\"}}";
   }
   std::uint64_t id = 0;
-  for (const auto& [from, to] : flows_) {
+  static constexpr const char* kFlowNames[] = {"release", "device wait", "elided", "host wait"};
+  for (const auto& [from, to, kind] : flows_) {
     const auto source = by_op.find(from), target = by_op.find(to);
     if (source == by_op.end() || target == by_op.end()) continue;
     const Slice& a = *source->second;
     const Slice& b = *target->second;
     const std::string flow = std::to_string(++id);
     const std::string args = ",\"args\":{\"from\":" + std::to_string(from) + ",\"to\":" + std::to_string(to) + "}}";
+    const std::string name = kFlowNames[static_cast<int>(kind)];
     // Inside the source slice (a flow start binds to the slice enclosing it), at the target slice's start.
-    out += ",\n{\"ph\":\"s\",\"cat\":\"dep\",\"name\":\"release\",\"id\":" + flow +
+    out += ",\n{\"ph\":\"s\",\"cat\":\"dep\",\"name\":\"" + name + "\",\"id\":" + flow +
            ",\"pid\":1,\"tid\":" + std::to_string(a.lane + 1) + ",\"ts\":";
     append_us(out, a.released_at_start ? a.start : a.end);
-    out += args + ",\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"dep\",\"name\":\"release\",\"id\":" + flow +
+    out += args + ",\n{\"ph\":\"f\",\"bp\":\"e\",\"cat\":\"dep\",\"name\":\"" + name + "\",\"id\":" + flow +
            ",\"pid\":1,\"tid\":" + std::to_string(b.lane + 1) + ",\"ts\":";
     append_us(out, b.start);
     out += args;

@@ -11,9 +11,15 @@
 //     finished it (stamps its executor enqueued around it, ExecutorHost::ran_on_device), or, where those are not
 //     known (a stamp failed), from its issue, or the end of the previous op on its stream if later, to the moment its
 //     completion reached the engine;
-//   - one flow arrow ("ph":"s" then "ph":"f", "cat":"dep") from each op to every op whose last grant its release gave
-//     (the dependency that made it ready), starting where the release happened: the end of a CPU op; for a stream op,
-//     which releases at its issue, the start of its slice;
+//   - flow arrows ("ph":"s" then "ph":"f", "cat":"dep"), one per dependency, named for how it was kept:
+//       "release": a CPU op (or a replayed op) gave the op its last grant when it completed, from the end of its slice;
+//       "device wait": the op's stream waited on the device for the event of a stream op it depends on;
+//       "elided": the op depends on a stream op, and needed no wait: its stream already knew that op's work (the same
+//       stream, or one it had waited for), or the work had completed;
+//       "host wait": a CPU op depends on a stream op, and ran once the tracker had that op's work completed.
+//     An arrow from a stream op starts at the start of its slice (it releases at its issue). Its dependencies on stream
+//     ops are read from the op's wait frontier: the last op it depends on of each stream (the earlier ones its FIFO
+//     order implies), whatever released it, also when it was ready at its push;
 //   - counters: "ops in flight" at each op's end, and, with stream executors, "device waits" (issued; elided,
 //     dominated or found complete) at each stream op's completion.
 // Not recorded: ops pushed before the trace started, ops skipped because of an error, and the engine's own ops
@@ -32,8 +38,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/frontier/axis.h"
-#include "executors/executor.h"
+#include <depengine/engine/frontier/axis.h>
+#include <depengine/executors/executor.h>
 
 namespace depengine::detail {
 
@@ -68,8 +74,21 @@ class TraceRecorder {
   };
   // Records a finished op. A stream op's slice starts no earlier than the end of the previous one on its lane.
   void slice(Slice slice, std::int64_t ops_in_flight);
-  // Records that op `from` gave op `to` its last grant.
-  void flow(std::uint64_t from, std::uint64_t to);
+  // How a dependency was kept (see the file's arrows above).
+  enum class Flow : std::uint8_t { kRelease, kDeviceWait, kElided, kHostWait };
+  // Records that op `to` depended on op `from`, kept as `kind`.
+  void flow(std::uint64_t from, std::uint64_t to, Flow kind = Flow::kRelease);
+  // A stream op as its successors' arrows need it: its id, and the wait frontier it was issued with (what it was
+  // ordered after).
+  struct Issued {
+    std::uint64_t op = 0;
+    WaitFrontier requirement;
+  };
+  // Records that the stream op `op`, ordered after `requirement`, was issued at (`axis`, `epoch`).
+  void stream_epoch(Axis axis, std::uint64_t epoch, std::uint64_t op, const WaitFrontier& requirement);
+  // The stream op recorded at (`axis`, `epoch`), or null. What it points to stays valid, unchanged, while the
+  // recorder lives.
+  [[nodiscard]] const Issued* issued_at(Axis axis, std::uint64_t epoch) const;
   // Samples the device-wait counters (cumulative over the engine's stream executors).
   void device_waits(std::uint64_t issued, std::uint64_t elided);
 
@@ -92,13 +111,18 @@ class TraceRecorder {
   const std::uint64_t generation_;  // distinguishes this recorder from earlier ones in threads' lane caches
   const std::chrono::steady_clock::time_point origin_ = std::chrono::steady_clock::now();
   mutable std::mutex mutex_;
-  std::vector<Lane> lanes_;                                     // guarded by mutex_
-  std::map<Axis, std::uint32_t> streams_;                       // guarded by mutex_
-  std::uint32_t unnamed_threads_ = 0;                           // guarded by mutex_
-  std::vector<Slice> slices_;                                   // guarded by mutex_
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> flows_;  // guarded by mutex_
-  std::vector<Counter> in_flight_;                              // guarded by mutex_: (at, ops)
-  std::vector<Counter> waits_;                                  // guarded by mutex_: (at, issued, elided)
+  std::vector<Lane> lanes_;                // guarded by mutex_
+  std::map<Axis, std::uint32_t> streams_;  // guarded by mutex_
+  std::uint32_t unnamed_threads_ = 0;      // guarded by mutex_
+  std::vector<Slice> slices_;              // guarded by mutex_
+  struct Arrow {
+    std::uint64_t from, to;
+    Flow kind;
+  };
+  std::vector<Arrow> flows_;                                 // guarded by mutex_
+  std::map<std::pair<Axis, std::uint64_t>, Issued> epochs_;  // guarded by mutex_; a node is never changed once made
+  std::vector<Counter> in_flight_;                           // guarded by mutex_: (at, ops)
+  std::vector<Counter> waits_;                               // guarded by mutex_: (at, issued, elided)
 };
 
 }  // namespace depengine::detail

@@ -1,5 +1,3 @@
-#include "executors/mpi/mpi_executor.h"
-
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -7,7 +5,8 @@
 #include <stdexcept>
 #include <utility>
 
-#include "executors/ready_queue.h"
+#include <depengine/executors/mpi/mpi_executor.h>
+#include <depengine/executors/ready_queue.h>
 
 namespace depengine {
 

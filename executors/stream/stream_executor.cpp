@@ -1,5 +1,3 @@
-#include "executors/stream/stream_executor.h"
-
 #include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -10,6 +8,8 @@
 #include <stdexcept>
 #include <thread>
 #include <utility>
+
+#include <depengine/executors/stream/stream_executor.h>
 
 namespace depengine {
 
@@ -302,18 +302,22 @@ StreamExecutor::Stream* StreamExecutor::choose(const Task& task, const WaitFront
 
 void StreamExecutor::wait_on(void* context, const WaitFrontier& entries) {
   Stream& stream = *static_cast<Stream*>(context);
-  stream.owner->issue_waits(stream, entries);
+  (void)stream.owner->issue_waits(stream, entries);
 }
 
-void StreamExecutor::issue_waits(Stream& stream, const WaitFrontier& need) {
+std::uint32_t StreamExecutor::issue_waits(Stream& stream, const WaitFrontier& need) {
+  static_assert(kMaxEngineAxes <= 32, "the mask of waits issued has a bit per entry of a wait frontier");
   struct Pending {
     Stream* source;
     std::uint64_t epoch;
     const EventSlot* slot;
+    std::uint32_t index;  // the entry's position in `need`
   };
   std::array<Pending, kMaxEngineAxes> pending;
   std::size_t count = 0;
+  std::uint32_t index = 0;
   for (const FrontierEntry& entry : need) {
+    const std::uint32_t position = index++;
     if (stream.knowledge.epoch(entry.axis) >= entry.epoch) {
       bump(stream.waits_elided);
       continue;
@@ -323,11 +327,12 @@ void StreamExecutor::issue_waits(Stream& stream, const WaitFrontier& need) {
       bump(stream.waits_complete);  // another executor's entry: the engine handed the op over once it completed
       continue;
     }
-    pending[count++] = Pending{source, entry.epoch, &source->ring[entry.epoch % kEventRing]};
+    pending[count++] = Pending{source, entry.epoch, &source->ring[entry.epoch % kEventRing], position};
   }
   // Visit the waits whose events know most first: waiting on them may imply the others.
   std::sort(pending.begin(), pending.begin() + count,
             [](const Pending& a, const Pending& b) { return a.slot->knowledge.size() > b.slot->knowledge.size(); });
+  std::uint32_t waited = 0;
   for (std::size_t i = 0; i < count; ++i) {
     const Pending& wait = pending[i];
     if (stream.knowledge.epoch(wait.source->axis) >= wait.epoch) {
@@ -339,7 +344,9 @@ void StreamExecutor::issue_waits(Stream& stream, const WaitFrontier& need) {
     backend_->wait(stream.handle, wait.slot->event);
     bump(stream.waits_issued);
     stream.knowledge.merge(wait.slot->knowledge);
+    waited |= std::uint32_t{1} << wait.index;
   }
+  return waited;
 }
 
 void StreamExecutor::issue_one(Task& task) noexcept {
@@ -359,9 +366,10 @@ void StreamExecutor::issue_one(Task& task) noexcept {
       }
     }
   }
+  std::uint32_t waited = 0;
   if (error == nullptr) {
     try {
-      issue_waits(*stream, need);
+      waited = issue_waits(*stream, need);
     } catch (...) {  // a backend failure while enqueuing the waits: the stream is broken
       fail_stream(*stream, std::current_exception());
       error = stream->failure();
@@ -386,7 +394,7 @@ void StreamExecutor::issue_one(Task& task) noexcept {
                                 .wait = &StreamExecutor::wait_on,
                                 .wait_context = &s};
     const TimeStamp started = host_->traced(task) ? stamp(s) : TimeStamp{};
-    if (host_->issue(task, where, FrontierEntry{s.axis, epoch}, ready)) {
+    if (host_->issue(task, where, FrontierEntry{s.axis, epoch}, waited, ready)) {
       s.issued = epoch;
       bump(s.ops_issued);
       if (started) keep_stamps(s, epoch, started, stamp(s));

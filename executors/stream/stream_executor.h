@@ -88,11 +88,11 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/frontier/axis.h"
-#include "engine/frontier/frontier.h"
-#include "executors/executor.h"
-#include "executors/ready_queue.h"
-#include "executors/stream/stream_backend.h"
+#include <depengine/engine/frontier/axis.h>
+#include <depengine/engine/frontier/frontier.h>
+#include <depengine/executors/executor.h>
+#include <depengine/executors/ready_queue.h>
+#include <depengine/executors/stream/stream_backend.h>
 
 namespace depengine {
 
@@ -203,7 +203,9 @@ class StreamExecutor final : public Executor {
   [[nodiscard]] Stream* stream_at(std::uint32_t device, StreamKind kind, std::uint32_t index) const noexcept;
   [[nodiscard]] Stream* choose(const Task& task, const WaitFrontier& need) const;
   void issue_one(Task& task) noexcept;
-  void issue_waits(Stream& stream, const WaitFrontier& need);
+  // Makes `stream` wait on the device for the entries of `need` it does not know; returns which it waited for (bit i:
+  // the entry at position i of `need`), the others elided.
+  std::uint32_t issue_waits(Stream& stream, const WaitFrontier& need);
   void enqueue_completion(Stream& stream, Task& task);
   [[nodiscard]] TimeStamp stamp(Stream& stream) noexcept;
   void keep_stamps(Stream& stream, std::uint64_t epoch, TimeStamp start, TimeStamp end) noexcept;

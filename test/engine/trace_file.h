@@ -24,6 +24,7 @@ struct TraceFile {
     std::string reads, mutates;
   };
   struct Flow {
+    std::string name;                // how the dependency was kept: release, device wait, elided, host wait
     std::uint64_t from = 0, to = 0;  // op ids
     int from_tid = 0, to_tid = 0;
     double from_ts = 0, to_ts = 0;
@@ -56,11 +57,17 @@ inline TraceFile read_trace(const std::string& path) {
               .second;
       CHECK(fresh);  // one slice per op
     } else if (ph == "s") {
-      open[event.at("id")] = TraceFile::Flow{
-          event.at("args").at("from"), event.at("args").at("to"), event.at("tid"), 0, event.at("ts"), 0};
+      open[event.at("id")] = TraceFile::Flow{event.at("name"),
+                                             event.at("args").at("from"),
+                                             event.at("args").at("to"),
+                                             event.at("tid"),
+                                             0,
+                                             event.at("ts"),
+                                             0};
     } else if (ph == "f") {
       TraceFile::Flow flow = open.at(event.at("id"));  // a finish always follows its start
       CHECK(event.at("args").at("to").get<std::uint64_t>() == flow.to);
+      CHECK(event.at("name").get<std::string>() == flow.name);
       flow.to_tid = event.at("tid");
       flow.to_ts = event.at("ts");
       trace.flows.push_back(flow);

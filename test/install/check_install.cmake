@@ -3,7 +3,9 @@
 #   2. the same on a machine without the CUDA toolkit (find_package(CUDAToolkit) disabled), asking for the CPU
 #      components only: a CUDA build of depengine must not need CUDA for them;
 #   3. a component that does not exist: configuring must fail and say which, and what the components are;
-#   4. pkg-config: build the consumer's main.cpp with `pkg-config --cflags --libs depengine` and run it.
+#   4. pkg-config: build the consumer's main.cpp with `pkg-config --cflags --libs depengine` (and of depengine-mpi,
+#      when MPI was built) and run it, the consumer's own colliding headers first on the path;
+#   5. the architecture page the installed headers cite is installed at the path they cite.
 include(${CMAKE_CURRENT_LIST_DIR}/install_steps.cmake)
 
 # Configures, builds and runs the consumer in WORK_DIR/<name>, with extra configure arguments.
@@ -31,9 +33,21 @@ endif()
 set(ENV{PKG_CONFIG_PATH} ${prefix}/lib/pkgconfig)
 step(pkg-config --modversion depengine)
 string(STRIP "${out}" version)
-step(pkg-config --cflags --libs depengine)
-separate_arguments(flags UNIX_COMMAND "${out}")
-step(${CXX} ${CONSUMER_DIR}/main.cpp -o ${WORK_DIR}/pkg_config_consumer "-DDEPENGINE_EXPECTED_VERSION=\"${version}\""
-     ${flags})
-step(${WORK_DIR}/pkg_config_consumer)
-message(STATUS "pkg-config: ${out}")
+foreach(package depengine depengine-mpi)
+  if(package STREQUAL "depengine-mpi" AND NOT EXISTS ${prefix}/lib/pkgconfig/depengine-mpi.pc)
+    continue()  # a build without MPI
+  endif()
+  step(pkg-config --cflags --libs ${package})
+  separate_arguments(flags UNIX_COMMAND "${out}")
+  if("${flags}" MATCHES "-std=")
+    message(FATAL_ERROR "install check: pkg-config ${package} imposes a language standard on the consumer: ${out}")
+  endif()
+  step(${CXX} -std=c++20 -I${CONSUMER_DIR}/collide ${CONSUMER_DIR}/main.cpp -o ${WORK_DIR}/pkg_config_${package}
+       "-DDEPENGINE_EXPECTED_VERSION=\"${version}\"" ${flags})
+  step(${WORK_DIR}/pkg_config_${package})
+  message(STATUS "pkg-config ${package}: ${out}")
+endforeach()
+
+if(NOT EXISTS ${prefix}/include/depengine/docs/architecture.md)
+  message(FATAL_ERROR "install check: the installed headers cite docs/architecture.md, which is not installed")
+endif()

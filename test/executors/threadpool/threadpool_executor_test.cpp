@@ -2,8 +2,6 @@
 // fake ExecutorHost runs scripted tasks, so each promise of the header is observed directly — every task runs once,
 // a chain made ready by completions stays on one thread, urgent tasks run first, try_help runs a queued task on the
 // caller, never more tasks run at once than there are workers, and stop() returns only once every drainer is gone.
-#include "executors/threadpool/threadpool_executor.h"
-
 #include <oneapi/tbb/global_control.h>
 
 #include <algorithm>
@@ -19,9 +17,11 @@
 #include <thread>
 #include <vector>
 
-#include "executors/executor.h"
-#include "executors/ready_queue.h"
-#include "support/spinlock.h"
+#include <depengine/executors/executor.h>
+#include <depengine/executors/ready_queue.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+#include <depengine/support/spinlock.h>
+
 #include "test/test_support.h"
 
 namespace depengine::test {
@@ -71,7 +71,9 @@ class FakeHost final : public ExecutorHost {
   // The stream-executor half of the host: a CPU executor never calls it (these abort the test if it does).
   [[nodiscard]] Tracker& tracker() noexcept override { return tracker_; }
   [[nodiscard]] const WaitFrontier& requirement(const Task&) const noexcept override { std::abort(); }
-  [[nodiscard]] bool issue(Task&, const StreamPlacement&, FrontierEntry, TaskList&) noexcept override { std::abort(); }
+  [[nodiscard]] bool issue(Task&, const StreamPlacement&, FrontierEntry, std::uint32_t, TaskList&) noexcept override {
+    std::abort();
+  }
   void skip(Task&, std::exception_ptr, TaskList&) noexcept override { std::abort(); }
   void complete_issued(Task&, std::exception_ptr) noexcept override { std::abort(); }
 

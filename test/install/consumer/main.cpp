@@ -1,14 +1,15 @@
 // Pushes two dependent ops through an installed depengine and checks their order, and that the version macros agree
 // with the version of the package it was found as (DEPENGINE_EXPECTED_VERSION: CMake's depengine_VERSION, or
 // pkg-config's --modversion).
-// Both include styles work: through the project's name (what the README shows), and from the headers' own root.
-#include <depengine/engine/engine.h>
-#include <depengine/engine/version.h>
-#include <executors/threadpool/threadpool_executor.h>
-
+// Headers are included through the project's name, the one include root the package exports. The consumer's own
+// engine/errors.h and support/spinlock.h (collide/) come first on its include path and must not be reached.
 #include <cstdio>
 #include <memory>
 #include <string_view>
+
+#include <depengine/engine/engine.h>
+#include <depengine/engine/version.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
 
 #ifndef DEPENGINE_EXPECTED_VERSION
 #error "build with -DDEPENGINE_EXPECTED_VERSION=\"x.y.z\", the version of the package found"
