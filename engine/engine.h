@@ -233,12 +233,12 @@ class Engine {
   // Clears the error each of `vars` carries, as an op ordered like a mutation of each: after every op pushed on it
   // before the call (whether it has run, is running or waits, cancelled or not), before every op pushed on it after.
   // So the ops pushed next find the variables clean, and an error an earlier op attaches later, while this call's op
-  // waits, is cleared too. Returns at once, waiting for nothing, and counts as a push (EngineOptions::max_in_flight).
-  // The errors it clears count as reported: no later wait rethrows them from these variables, and neither WaitForAll
-  // nor the error sink sees them again (an error that also reached a variable not listed stays there). Versions do not
-  // move. For resuming after a cancelled epoch (cancel_scope.h, "Abort an epoch, start the next"); to learn an error
-  // first, WaitForVar the variable. Any thread, also from inside an op; throws Error, pushing nothing, for a null,
-  // deleted or foreign variable, and inside a Capture. Cost: one internal op per variable.
+  // waits, is cleared too. Returns at once, waiting for nothing, even past EngineOptions::max_in_flight (as a wait's
+  // own ops). The errors it clears count as reported: no later wait rethrows them from these variables, and neither
+  // WaitForAll nor the error sink sees them again (an error that also reached a variable not listed stays there).
+  // Versions do not move. For resuming after a cancelled epoch (cancel_scope.h, "Abort an epoch, start the next"); to
+  // learn an error first, WaitForVar the variable. Any thread, also from inside an op; throws Error, pushing nothing,
+  // for a null, deleted or foreign variable, and inside a Capture. Cost: one internal op per variable.
   void ClearErrors(VarList vars);
 
   // The number of completed mutations of `var`. Exact inside an op that uses var; otherwise a recent value.
