@@ -1,5 +1,3 @@
-#include "engine/detail/engine_core.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -8,6 +6,8 @@
 #include <string_view>
 #include <thread>
 #include <utility>
+
+#include <depengine/engine/detail/engine_core.h>
 
 namespace depengine::detail {
 namespace {

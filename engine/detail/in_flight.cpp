@@ -1,8 +1,7 @@
-#include "engine/detail/in_flight.h"
-
 #include <algorithm>
 
-#include "support/spinlock.h"
+#include <depengine/engine/detail/in_flight.h>
+#include <depengine/support/spinlock.h>
 
 namespace depengine::detail {
 namespace {

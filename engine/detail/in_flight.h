@@ -34,7 +34,7 @@
 #include <mutex>
 #include <span>
 
-#include "executors/executor.h"
+#include <depengine/executors/executor.h>
 
 namespace depengine::detail {
 

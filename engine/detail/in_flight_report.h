@@ -18,7 +18,7 @@
 #include <cstddef>
 #include <string>
 
-#include "engine/detail/var_table.h"
+#include <depengine/engine/detail/var_table.h>
 
 namespace depengine::detail {
 

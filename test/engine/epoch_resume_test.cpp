@@ -8,7 +8,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/engine.h"
+#include <depengine/engine/engine.h>
+
 #include "test/engine/test_support.h"
 #include "test/executors/executor_factories.h"
 
