@@ -14,6 +14,23 @@
 // start. A deletion (DeleteVariable) is never cancelled: its deleter runs, so nothing leaks. Cancelling again, or
 // after everything ran, changes nothing. Ops pushed with the scope after Cancel() are cancelled as well.
 //
+// Abort an epoch, start the next. A cancelled scope stays cancelled, and the errors its ops left stay on the variables
+// they mutate (so that a dependent outside the scope is skipped rather than fed a half-done step): resuming takes a
+// new scope and a clear of those variables.
+//
+//   depengine::CancelScope epoch;                                // one scope per epoch
+//   for (int k = 0; k < steps; ++k) engine.Replay(step, {.scope = &epoch});  // or Push(..., {.scope = &epoch})
+//   ...                                                          // an op, or any thread, calls epoch.Cancel()
+//   engine.WaitForScope(epoch);                                  // optional: the epoch's ops have all completed
+//   if (epoch.cancelled()) engine.ClearErrors({w, act, grad});   // ordered after every op pushed on them so far
+//   // the next epoch: a new CancelScope, the same graph (or a new capture, or plain pushes)
+//
+// ClearErrors is ordered like a mutation of each variable it names, so it may be called before the cancelled epoch's
+// ops have drained: it clears what they leave, whenever they finish, and the next epoch's ops find the variables
+// clean. A graph keeps the scope it was captured with for replays that name none; ReplayOptions::scope gives a replay
+// the scope of its epoch instead (graph.h, "Cancel scopes"). This works alike on every executor, with and without
+// replay. To learn why an epoch was aborted, WaitForVar the variable that carries the error before clearing it.
+//
 // A CancelScope is a handle: copies share one scope. Its state lives until the last handle and the last op pushed with
 // it are gone, so a handle may be destroyed while its ops are still queued.
 //
@@ -44,11 +61,12 @@ struct ScopeState {
   alignas(64) std::atomic<std::uint32_t> pending{0};  // ops pushed with the scope and not yet retired
   std::atomic<std::uint32_t> refs{1};                 // handles, plus ops pushed and not yet retired
 
-  // An op of the scope was pushed (it holds a reference until op_retired()).
-  void op_pushed() noexcept {
+  // `ops` ops of the scope were pushed (a replay counts all of its ops in at once); each holds a reference until its
+  // op_retired().
+  void op_pushed(std::uint32_t ops = 1) noexcept {
     // relaxed: the op's own publication (and a WaitForScope's acquire of `pending` below) orders what matters.
-    refs.fetch_add(1, std::memory_order_relaxed);
-    pending.fetch_add(1, std::memory_order_relaxed);
+    refs.fetch_add(ops, std::memory_order_relaxed);
+    pending.fetch_add(ops, std::memory_order_relaxed);
   }
   // An op of the scope retired: wakes WaitForScope when it was the last, then drops the op's reference.
   static void op_retired(ScopeState* state) noexcept;

@@ -27,13 +27,14 @@ void Engine::delete_variable(Var var, detail::OpFunction deleter, const PushOpti
 void Engine::begin_capture() { core_->begin_capture(); }
 void Engine::abandon_capture() noexcept { core_->abandon_capture(); }
 Graph Engine::end_capture() { return core_->end_capture(); }
-void Engine::Replay(const Graph& graph) { core_->replay(graph); }
+void Engine::Replay(const Graph& graph, const ReplayOptions& options) { core_->replay(graph, options); }
 bool Engine::Capturing() const noexcept { return core_->capturing(); }
 
 void Engine::WaitForVar(Var var) { core_->wait_for_var(var); }
 void Engine::WaitForAll() { core_->wait_for_all(); }
 void Engine::WaitForFence(const Fence& fence) { core_->wait_for_fence(fence); }
 void Engine::WaitForScope(const CancelScope& scope) { core_->wait_for_scope(scope); }
+void Engine::ClearErrors(VarList vars) { core_->clear_errors(vars); }
 std::uint64_t Engine::Version(Var var) const { return core_->version(var); }
 std::size_t Engine::InFlight() const noexcept { return core_->in_flight_now(); }
 

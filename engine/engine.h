@@ -48,7 +48,9 @@
 // - Cancellation. PushOptions::scope names a CancelScope (cancel_scope.h). Cancelling it makes every op of the scope
 //   that has not started complete with Cancelled (errors.h) without running, an error that flows on like any other;
 //   running ops finish (they may poll RunContext::cancelled()); deletions still run. WaitForScope(scope) waits for the
-//   scope's ops. With EngineOptions::cancel_on_destruction, ~Engine() cancels whatever has not started.
+//   scope's ops. Replay(graph, {.scope = &s}) puts a replay's ops in scope s. ClearErrors(vars), ordered like a
+//   mutation of each, clears what a cancelled epoch left, so the next one starts clean (cancel_scope.h, "Abort an
+//   epoch, start the next"). With EngineOptions::cancel_on_destruction, ~Engine() cancels whatever has not started.
 // - Shutdown. ~Engine() waits for every pushed op to complete, then calls the functions registered with AtShutdown,
 //   then stops the executors. Every error no wait reported goes to the error sink. Once destruction has begun, only
 //   the ops still running may push (the rest of their work); a push from anywhere else throws Error.
@@ -191,11 +193,11 @@ class Engine {
   // the body a push checks its arguments as usual; a push the graph cannot hold throws Error (capturing nothing for
   // it): DeleteVariable of a variable made before the capture (one made inside it is the graph's: graph.h, "Variables
   // of a graph"), an op with wait or signal fences (a fence value cannot repeat), and on an engine with a stream
-  // executor (whose graphs hold stream ops of one executor and device: graph.h) a CPU op, an op with a CancelScope or
-  // one of another device; so do waits, StopTrace, Replay and a nested Capture. If the body throws, nothing is
-  // captured, the variables it made and deleted are deleted for real, and the exception propagates. Throws Error when
-  // called from inside a running op, and for a graph of CPU ops of more than EngineOptions::max_in_flight ops (no
-  // replay of it could be admitted).
+  // executor (whose graphs hold stream ops of one executor and device: graph.h) a CPU op, an op of another
+  // CancelScope than the first op's or of another device; so do waits, StopTrace, Replay and a nested Capture. If the
+  // body throws, nothing is captured, the variables it made and deleted are deleted for real, and the exception
+  // propagates. Throws Error when called from inside a running op, and for a graph of CPU ops of more than
+  // EngineOptions::max_in_flight ops (no replay of it could be admitted).
   template <class F>
   [[nodiscard]] Graph Capture(F&& body) {
     begin_capture();
@@ -219,7 +221,9 @@ class Engine {
   // been in flight at once as will be; each op then costs its run, a check of its inputs' errors, and one atomic grant
   // per dependency among the graph's ops. In traces, a replayed op's slice is named "<name> (replay k)", with arrows
   // among the ops of one replay, and between them and the pushed ops they release or are released by.
-  void Replay(const Graph& graph);
+  // With options.scope, every op of this replay belongs to that scope instead of the ones it was captured with
+  // (graph.h, "Cancel scopes"); without, the replay pays nothing for the option but a branch.
+  void Replay(const Graph& graph, const ReplayOptions& options = {});
 
   // See Waits above. Throws Error for a bad variable, or when called from inside a running op of this engine.
   void WaitForVar(Var var);
@@ -232,6 +236,16 @@ class Engine {
   // Rethrows nothing: the ops' errors are on what they mutate. Throws Error when called from inside a running op of
   // this engine.
   void WaitForScope(const CancelScope& scope);
+  // Clears the error each of `vars` carries, as an op ordered like a mutation of each: after every op pushed on it
+  // before the call (whether it has run, is running or waits, cancelled or not), before every op pushed on it after.
+  // So the ops pushed next find the variables clean, and an error an earlier op attaches later, while this call's op
+  // waits, is cleared too. Returns at once, waiting for nothing, even past EngineOptions::max_in_flight (as a wait's
+  // own ops). The errors it clears count as reported: no later wait rethrows them from these variables, and neither
+  // WaitForAll nor the error sink sees them again (an error that also reached a variable not listed stays there).
+  // Versions do not move. For resuming after a cancelled epoch (cancel_scope.h, "Abort an epoch, start the next"); to
+  // learn an error first, WaitForVar the variable. Any thread, also from inside an op; throws Error, pushing nothing,
+  // for a null, deleted or foreign variable, and inside a Capture. Cost: one internal op per variable.
+  void ClearErrors(VarList vars);
 
   // The number of completed mutations of `var`. Exact inside an op that uses var; otherwise a recent value.
   [[nodiscard]] std::uint64_t Version(Var var) const;

@@ -41,6 +41,15 @@
 // to the graph's end, and later replays do no pool work (memory/buffers/buffer.h). Deleting a variable made before
 // the capture inside it is an Error (every replay would delete it again).
 //
+// Cancel scopes. An op captured with PushOptions::scope belongs to that scope in every replay that names no scope of
+// its own: the replay counts it in (WaitForScope waits for it), and once the scope is cancelled every later such
+// replay completes it with Cancelled, unrun. A replay given ReplayOptions::scope puts every one of its ops in that
+// scope instead, whatever scope they were captured with (one scope per epoch: a graph captured inside an epoch that was
+// cancelled runs again in the next, replayed with the next epoch's scope). A graph of stream ops replays as one op: its
+// ops must share one scope, or have none, when captured (a push that differs throws Error), and the replay's op
+// belongs to the replay's scope if it names one, else to that one; cancelled before it is issued, the whole replay
+// completes with Cancelled; once issued, its steps all run (they may poll RunContext::cancelled()).
+//
 // A Graph is a move-only handle. It belongs to the engine that captured it and names that engine's variables; it may
 // be destroyed while replays of it are in flight (they keep what they need). Replaying it after a variable it names
 // was deleted is an Error. Destroy it before its engine, or the variables it owns die with the engine and their
@@ -55,6 +64,15 @@
 #include <utility>
 
 namespace depengine {
+
+class CancelScope;
+
+// Options of one replay (Engine::Replay).
+struct ReplayOptions {
+  // The CancelScope every op of this replay belongs to, instead of the scopes its ops were captured with (see "Cancel
+  // scopes" above); null: those. Borrowed for the call: the replay's ops keep the scope's state alive themselves.
+  const CancelScope* scope = nullptr;
+};
 
 namespace detail {
 class GraphPlan;

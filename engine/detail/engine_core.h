@@ -109,13 +109,15 @@ class EngineCore final : public ExecutorHost {
   [[nodiscard]] Graph end_capture();
   [[nodiscard]] bool capturing() const noexcept { return t_running.capturing == this; }
   // replay.cpp (Engine::Replay).
-  void replay(const Graph& graph);
+  void replay(const Graph& graph, const ReplayOptions& options);
 
   // waits.cpp.
   void wait_for_var(Var var);
   void wait_for_all();
   void wait_for_fence(const Fence& fence);
   void wait_for_scope(const CancelScope& scope);
+  // Engine::ClearErrors.
+  void clear_errors(VarList vars);
   // Tracing (Engine::StartTrace): start_trace throws Error if a trace is on; stop_trace waits for every op in flight,
   // then writes the file, and throws Error if no trace is on or the file cannot be written.
   void start_trace(std::string path) { trace_.start(std::move(path)); }
@@ -180,7 +182,7 @@ class EngineCore final : public ExecutorHost {
   void grant(OpRecord* op, TaskList* ready) noexcept;
   void hand_on(OpRecord* op, TaskList* ready) noexcept;
   [[gnu::cold]] void run_pushed(OpRecord* op) noexcept;
-  void push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn);
+  void push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn, const char* api);
   void push_deletion(VarState* var, std::uint32_t generation, OpFunction deleter, const PushOptions& options);
   [[nodiscard]] OpRecord* deletion_record(VarState* var, std::uint32_t generation, OpFunction deleter,
                                           const PushOptions& options);
@@ -192,7 +194,8 @@ class EngineCore final : public ExecutorHost {
   [[nodiscard]] const char* refuse_in_stream_graph(const OpRecord* op, const CapturedOp* first) const noexcept;
 
   // stream_graph.cpp: a graph of stream ops replayed as one stream op (stream_graph.h).
-  void replay_streams(const std::shared_ptr<StreamGraph>& graph);
+  // `scope`: ReplayOptions::scope's state, or null.
+  void replay_streams(const std::shared_ptr<StreamGraph>& graph, ScopeState* scope);
   void run_stream_graph(StreamGraph& graph, const RunContext& ctx, std::uint64_t owner);
 
   // replay.cpp

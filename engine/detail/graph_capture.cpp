@@ -314,9 +314,10 @@ const char* EngineCore::refuse_in_stream_graph(const OpRecord* op, const Capture
     return " inside Capture: the engine has a stream executor, and a graph then holds stream ops only (it replays as "
            "one stream op); push CPU ops outside the capture, or capture them with an engine without streams";
   }
-  if (op->scope != nullptr) {
-    return " inside Capture: a stream op with a CancelScope cannot be captured (a graph of stream ops replays as "
-           "one op); push it outside the capture";
+  if (first != nullptr && first->scope.get() != op->scope) {
+    return " inside Capture: the ops of a graph of stream ops share one CancelScope, or none (it replays as one op, "
+           "which belongs to that scope); capture ops of another scope in a graph of their own, or give each replay "
+           "its scope (ReplayOptions::scope)";
   }
   if (first != nullptr &&
       (first->executor != op->executor() || first->device != op->device() || first->stream_kind != op->stream_kind())) {

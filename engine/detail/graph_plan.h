@@ -297,6 +297,9 @@ class GraphInstance {
   std::int64_t replay = 0;          // RunContext::replay
   std::uint64_t owner = 0;          // the replaying thread (error_log.h), whose ops these are
   std::uint64_t trace_ops = 0;      // traced: op i's trace id is trace_ops + i (TraceRecorder::next_ops); 0: not
+  // ReplayOptions::scope's state: every op of this replay belongs to it instead of its captured scope; null: none.
+  // Each op holds a reference to it (ScopeState::op_pushed) until it retires.
+  ScopeState* scope = nullptr;
   // Ops, and joins not granted at append, that are not done yet; whoever takes it to zero frees the instance.
   alignas(64) std::atomic<std::uint32_t> remaining{0};
 };

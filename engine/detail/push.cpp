@@ -344,15 +344,16 @@ OpRecord* EngineCore::deletion_record(VarState* var, std::uint32_t generation, O
   return op;
 }
 
-// Pushes an engine-internal op that uses `var` alone, exclusively, without counting as a mutation.
-void EngineCore::push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn) {
+// Pushes an engine-internal op that uses `var` alone, exclusively, without counting as a mutation. `api`: the call that
+// pushes it, for its error messages.
+void EngineCore::push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn, const char* api) {
   OpRecord* op = record_for(&internal_, PushOptions{.no_skip = true}, false);
   op->internal = true;
   op->reserve_uses(1);
   op->uses[0] = VarUse{var, op, nullptr, Access::kSync, generation};
   op->num_uses = 1;
   op->fn = std::move(fn);
-  submit_new(op, "WaitForVar");
+  submit_new(op, api);
 }
 
 }  // namespace depengine::detail

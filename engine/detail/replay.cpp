@@ -29,12 +29,13 @@ void unlock_joins(const std::vector<GraphPlan::Join>& joins) noexcept {
 
 }  // namespace
 
-void EngineCore::replay(const Graph& graph) {
+void EngineCore::replay(const Graph& graph, const ReplayOptions& options) {
   if (t_running.capturing != nullptr) {
     throw Error("Replay: called inside a Capture; replay the graph outside it (a capture records pushes only)");
   }
+  ScopeState* const scope = options.scope != nullptr ? options.scope->state_ : nullptr;
   if (graph.streams_ != nullptr) {
-    replay_streams(graph.streams_);
+    replay_streams(graph.streams_, scope);
     return;
   }
   GraphPlan* plan = graph.plan_.get();
@@ -53,6 +54,7 @@ void EngineCore::replay(const Graph& graph) {
     throw;
   }
   instance->keep = graph.plan_;
+  instance->scope = scope;
   instance->owner = current_owner();
   instance->trace_ops = trace_.on() ? TraceRecorder::next_ops(count) : 0;
 
@@ -96,7 +98,11 @@ void EngineCore::replay(const Graph& graph) {
     throw Error("Replay: a variable the graph uses was deleted (DeleteVariable) since the capture");
   }
   // Before our grants below: until then no op of the replay can run, and so none complete and count out.
-  for (ScopeState* scope : plan->scoped()) scope->op_pushed();
+  if (scope != nullptr) [[unlikely]] {
+    scope->op_pushed(static_cast<std::uint32_t>(count));  // every op of the replay is the replay's scope's
+  } else {
+    for (ScopeState* captured : plan->scoped()) captured->op_pushed();
+  }
   // Our grant of each join waiting in its queue: it may be routed now (its queue may have granted it already). Once
   // the last is given, the whole replay may run and retire on other threads, and a concurrent Replay of the graph take
   // the instance again: nothing of it is read after that grant, unless `ready` or a root still holds it back.
@@ -129,7 +135,8 @@ void EngineCore::execute_replayed(GraphOp* op, int worker, TaskList& ready) noex
       break;
     }
   }
-  ScopeState* const scope = planned.scope.get();
+  // The replay's scope (ReplayOptions::scope) if it names one, else the op's captured one.
+  ScopeState* const scope = instance->scope != nullptr ? instance->scope : planned.scope.get();
   // relaxed: as in find_input_error().
   if (cancelling_.load(std::memory_order_relaxed)) [[unlikely]] {
     error = teardown_error_;
@@ -205,7 +212,9 @@ void EngineCore::complete_async_replayed(OpRecord* record, const std::exception_
 void EngineCore::retire_async_replayed(OpRecord* record) noexcept {
   GraphOp* op = record->replayed;
   GraphInstance* instance = op->instance;
-  ScopeState* const scope = instance->plan.op(static_cast<std::uint32_t>(op - instance->ops.get())).scope.get();
+  ScopeState* const scope = instance->scope != nullptr
+                                ? instance->scope
+                                : instance->plan.op(static_cast<std::uint32_t>(op - instance->ops.get())).scope.get();
   record->recycle();
   retire_replayed(instance);
   if (scope != nullptr) ScopeState::op_retired(scope);  // both parties done, as a pushed async op's retirement

@@ -9,7 +9,7 @@
 namespace depengine::detail {
 
 StreamGraph::StreamGraph(std::uint32_t engine_id, std::uint32_t executor_index, std::vector<CapturedOp> captured)
-    : engine_id_(engine_id) {
+    : engine_id_(engine_id), scope_(std::move(captured.front().scope)) {
   const CapturedOp& first = captured.front();
   options_.context = Context{
       .executor = executor_index, .device = first.device, .stream_kind = first.stream_kind, .stream = first.stream};
@@ -65,12 +65,14 @@ void StreamGraph::count_extra_mutations() const noexcept {
   }
 }
 
-// Replay of a graph of stream ops: one op, using every variable of the graph, pushed to the graph's executor.
-void EngineCore::replay_streams(const std::shared_ptr<StreamGraph>& graph) {
+// Replay of a graph of stream ops: one op, using every variable of the graph, pushed to the graph's executor, in the
+// replay's scope if it names one, else in the one its steps were captured with (graph.h, "Cancel scopes").
+void EngineCore::replay_streams(const std::shared_ptr<StreamGraph>& graph, ScopeState* scope) {
   if (graph->engine_id() != vars_.engine_id()) throw Error("Replay: the graph was captured by another engine");
   Executor* executor = &executor_at(graph->options().context.executor);
   OpRecord* op = record_for(executor, graph->options(), false);
-  op->no_skip = true;              // input errors are handled step by step (run_stream_graph)
+  op->scope = scope != nullptr ? scope : graph->scope();  // counted in by submit_new, as a pushed op's
+  op->no_skip = true;                                     // input errors are handled step by step (run_stream_graph)
   op->stream_graph = graph.get();  // the op's function keeps the graph alive until the record is recycled
   try {
     op->fn = OpFunction::make<false>(

@@ -11,6 +11,10 @@
 //   - otherwise (host streams): the steps' functions, in captured order, on that one stream.
 // The steps' own dependencies need no device waits: one stream runs them in captured order.
 //
+// Cancellation: the steps share one CancelScope or none (graph_capture.cpp refuses a capture that mixes them), which
+// the replay's op belongs to, or the replay's own (ReplayOptions::scope): cancelled before the op is issued, the whole
+// replay completes with Cancelled, unrun; once issued, it runs whole, as any stream op whose work was enqueued.
+//
 // Errors, per step on host streams as if each step were pushed: a step whose variable carries an error is skipped
 // (unless no_skip) and passes it on to what it mutates; a step that throws attaches its error to what it mutates and
 // the steps after it that use those variables are skipped. Recorded work runs as a whole: an input error skips the
@@ -66,6 +70,9 @@ class StreamGraph {
   // The replay's placement (the steps' device and kind; their stream if they all named the same one, else -1) and
   // priority (the highest of the steps').
   [[nodiscard]] const PushOptions& options() const noexcept { return options_; }
+  // The CancelScope the steps were captured with (one for all of them, or none: null), which a replay's op belongs to
+  // unless the replay names its own (ReplayOptions::scope).
+  [[nodiscard]] ScopeState* scope() const noexcept { return scope_.get(); }
   // Every variable the steps use, once, sorted by address (as a push folds them): mutated if any step mutates it.
   [[nodiscard]] const std::vector<Use>& uses() const noexcept { return uses_; }
   [[nodiscard]] std::vector<Step>& steps() noexcept { return steps_; }
@@ -88,6 +95,7 @@ class StreamGraph {
 
  private:
   const std::uint32_t engine_id_;
+  ScopeHold scope_;  // the graph keeps the captured scope alive, as a GraphPlan's ops do
   PushOptions options_;
   std::vector<Use> uses_;
   std::vector<Step> steps_;

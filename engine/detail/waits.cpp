@@ -1,6 +1,7 @@
 // WaitForVar, WaitForAll, WaitForFence, WaitForScope and StopTrace: the calls that block the caller until work has
 // completed. Each helps run queued work while it waits (WaitForVar, WaitForAll and StopTrace as a worker of the
 // executors that ask for it: InFlight::help_until), and refuses to be called from inside an op of the same engine.
+// Beside them ClearErrors, which clears variables' errors with the same internal ops as the waits, waiting for nothing.
 #include <atomic>
 #include <string>
 #include <utility>
@@ -46,7 +47,8 @@ void EngineCore::wait_for_var(Var var) {
                  // release: pairs with the acquire load below, so `error` is visible; the last touch of this frame.
                  done.store(true, std::memory_order_release);
                  in_flight_.notify_waiters();  // the engine outlives this op
-               }));
+               }),
+               "WaitForVar");
   in_flight_.help_until([&done] { return done.load(std::memory_order_acquire); });
   if (error != nullptr) {
     errors_.reported(error, var);
@@ -69,7 +71,8 @@ void EngineCore::wait_for_all() {
     try {
       push_sync_op(state, var.generation_, OpFunction::make<false>([state, error = poisoning.error] {
                      if (state->error == error) state->error = nullptr;
-                   }));
+                   }),
+                   "WaitForAll");
     } catch (const Error&) {
       // deleted concurrently: nothing left to clear
     }
@@ -99,6 +102,24 @@ void EngineCore::wait_for_scope(const CancelScope& scope) {
   // acquire: pairs with the release decrement of ScopeState::op_retired(): the ops' effects are visible on return.
   for (std::uint32_t left; (left = pending.load(std::memory_order_acquire)) != 0;) {
     if (!in_flight_.help()) pending.wait(left, std::memory_order_acquire);
+  }
+}
+
+void EngineCore::clear_errors(VarList vars) {
+  if (t_running.capturing == this) {
+    throw Error(
+        "ClearErrors called inside a Capture: it would clear the errors once, now, not at each replay; call it between "
+        "replays");
+  }
+  for (const Var& var : vars) (void)vars_.checked(var, "ClearErrors");  // every handle first: a bad one pushes nothing
+  for (const Var& var : vars) {
+    // A mutation's exclusive use: the op runs once every op pushed on the variable before has completed, and holds
+    // back every op pushed after, so the error it takes is the last one the earlier ops left.
+    push_sync_op(var.state_, var.generation_, OpFunction::make<false>([this, var] {
+                   const std::exception_ptr error = std::exchange(var.state_->error, nullptr);
+                   if (error != nullptr) errors_.reported(error, var);
+                 }),
+                 "ClearErrors");
   }
 }
 

@@ -103,8 +103,10 @@ TEST_CASE("a trace has a slice per op with its variables and one arrow into each
           CHECK(labels(slice.reads) == reads);
           CHECK(labels(slice.mutates) == mutates);
         }
-        // One arrow into every op but the gate, from an earlier op it depends on (they share a variable that one of
-        // them mutates), drawn from inside that op's slice to the start of the released one.
+        // An arrow into every op but the gate, from an earlier op it depends on (they share a variable that one of
+        // them mutates), drawn from inside that op's slice to the start of the released one: one (the op that
+        // released it) on a CPU executor; on a stream executor one per stream op it was ordered after directly, which
+        // can be several.
         std::vector<int> incoming(pushed.size(), 0);
         for (const TraceFile::Flow& flow : trace.flows) {
           const std::size_t from = index_of(flow.from), to = index_of(flow.to);
@@ -126,9 +128,14 @@ TEST_CASE("a trace has a slice per op with its variables and one arrow into each
           CHECK(flow.to_ts == target.ts);
         }
         CHECK(incoming[0] == 0);
+        const bool streams = engine.executor(0).issues_ahead();
         for (std::size_t i = 1; i < pushed.size(); ++i) {
           CAPTURE(i);
-          CHECK(incoming[i] == 1);
+          if (streams) {
+            CHECK(incoming[i] >= 1);
+          } else {
+            CHECK(incoming[i] == 1);
+          }
         }
         CHECK(trace.counters.at("ops in flight") == pushed.size());
         if (engine.executor(0).issues_ahead()) {

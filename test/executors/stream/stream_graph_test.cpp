@@ -324,13 +324,20 @@ TEST_CASE("a capture of stream ops refuses what one stream op cannot stand for",
     });
     CHECK(graph.size() == 1);
   }
-  SECTION("an op with a CancelScope") {
-    CancelScope scope;
+  SECTION("ops of two CancelScopes, or of a scope and none") {
+    // One op per replay belongs to one scope (test/engine/epoch_resume_test.cpp runs graphs of one scope).
+    CancelScope scope, other;
     PushOptions options = on_stream();
     options.scope = &scope;
-    const Graph graph = engine.Capture(
-        [&] { CHECK_THROWS_WITH(engine.Push([](const RunContext&) {}, {}, {v}, options), Contains("CancelScope")); });
-    CHECK(graph.empty());
+    PushOptions other_options = on_stream();
+    other_options.scope = &other;
+    const Graph graph = engine.Capture([&] {
+      engine.Push([](const RunContext&) {}, {}, {v}, options);
+      engine.Push([](const RunContext&) {}, {}, {w}, options);
+      CHECK_THROWS_WITH(engine.Push([](const RunContext&) {}, {}, {w}, other_options), Contains("CancelScope"));
+      CHECK_THROWS_WITH(engine.Push([](const RunContext&) {}, {}, {w}, on_stream()), Contains("CancelScope"));
+    });
+    CHECK(graph.size() == 2);
   }
   SECTION("a replay naming a deleted variable") {
     const Var temporary = engine.NewVariable();
