@@ -237,8 +237,9 @@ void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const
 }
 
 void EngineCore::submit_new(OpRecord* op, const char* api) {
-  if (!in_flight_.admit(op->internal || t_running.engine == this)) [[unlikely]]
-    refuse_closed(op, api);
+  if (!in_flight_.try_admit(op->internal || t_running.engine == this)) [[unlikely]] {
+    if (!in_flight_.admit_at_bound(api, op->name_view())) refuse_closed(op, api);
+  }
   const bool self_grant = pusher_grants(op);
   const std::int32_t granted = publish(op, self_grant);
   if (granted < 0) {
