@@ -171,6 +171,8 @@ class EngineCore final : public ExecutorHost {
   [[nodiscard]] OpRecord* record_for(Executor* executor, const PushOptions& options, bool async);
   void gather_uses(OpRecord* op, VarList reads, VarList mutates) const;
   void submit_new(OpRecord* op, const char* api);
+  // Out of line, as refuse_closed() alone was before it, so that the push's common path keeps its registers.
+  [[gnu::cold, gnu::noinline]] void admit_at_bound(OpRecord* op, const char* api);
   void grant(OpRecord* op, TaskList* ready) noexcept;
   void hand_on(OpRecord* op, TaskList* ready) noexcept;
   [[gnu::cold]] void run_pushed(OpRecord* op) noexcept;

@@ -65,23 +65,6 @@ std::size_t InFlight::now() const noexcept {
   return difference(pushed, retired);
 }
 
-bool InFlight::try_admit(bool exempt) noexcept {
-  if (exempt) {
-    // relaxed: counting only; the op's publication is ordered by the variable locks.
-    pushed_.fetch_add(1, std::memory_order_relaxed);
-    return true;
-  }
-  if (closed_.load(std::memory_order_relaxed)) [[unlikely]]  // relaxed: see close()
-    return false;
-  // relaxed throughout: the bound is a count, not a hand-off. A stale view of retired_ only overestimates what is in
-  // flight, so the bound is never exceeded; the compare-exchange makes concurrent pushers exact among themselves.
-  std::size_t pushed = pushed_.load(std::memory_order_relaxed);
-  while (difference(pushed, retired_view_.load(std::memory_order_relaxed)) < max_) {
-    if (pushed_.compare_exchange_weak(pushed, pushed + 1, std::memory_order_relaxed)) return true;
-  }
-  return false;
-}
-
 // Lists the calling thread, waiting at the bound, in waiting_ for its lifetime (blocked()).
 class InFlight::Listed {
  public:
