@@ -1,5 +1,3 @@
-#include "distributed/communicator.h"
-
 #include <algorithm>
 #include <array>
 #include <climits>
@@ -12,7 +10,8 @@
 #include <utility>
 #include <vector>
 
-#include "distributed/remote_error.h"
+#include <depengine/distributed/communicator.h>
+#include <depengine/distributed/remote_error.h>
 
 namespace depengine::detail {
 

@@ -60,9 +60,9 @@
 #include <cstring>
 #include <memory>
 
-#include "engine/engine.h"
-#include "executors/mpi/mpi_executor.h"
-#include "memory/buffers/buffer.h"
+#include <depengine/engine/engine.h>
+#include <depengine/executors/mpi/mpi_executor.h>
+#include <depengine/memory/buffers/buffer.h>
 
 namespace depengine {
 

@@ -1,6 +1,5 @@
-#include "engine/cancel_scope.h"
-
-#include "engine/errors.h"
+#include <depengine/engine/cancel_scope.h>
+#include <depengine/engine/errors.h>
 
 namespace depengine {
 

@@ -1,6 +1,5 @@
-#include "engine/engine.h"
-
-#include "engine/detail/engine_core.h"
+#include <depengine/engine/detail/engine_core.h>
+#include <depengine/engine/engine.h>
 
 namespace depengine {
 

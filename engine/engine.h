@@ -83,15 +83,15 @@
 #include <utility>
 #include <vector>
 
-#include "engine/cancel_scope.h"
-#include "engine/detail/op_function.h"
-#include "engine/engine_hook.h"
-#include "engine/errors.h"
-#include "engine/graph.h"
-#include "engine/push_options.h"
-#include "engine/run_context.h"
-#include "engine/var.h"
-#include "executors/executor.h"
+#include <depengine/engine/cancel_scope.h>
+#include <depengine/engine/detail/op_function.h>
+#include <depengine/engine/engine_hook.h>
+#include <depengine/engine/errors.h>
+#include <depengine/engine/graph.h>
+#include <depengine/engine/push_options.h>
+#include <depengine/engine/run_context.h>
+#include <depengine/engine/var.h>
+#include <depengine/executors/executor.h>
 
 namespace depengine {
 

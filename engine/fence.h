@@ -17,8 +17,8 @@
 #include <span>
 #include <string>
 
-#include "engine/errors.h"
-#include "engine/frontier/timeline.h"
+#include <depengine/engine/errors.h>
+#include <depengine/engine/frontier/timeline.h>
 
 namespace depengine {
 

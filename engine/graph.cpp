@@ -1,8 +1,7 @@
-#include "engine/graph.h"
-
-#include "engine/detail/graph_lifetime.h"
-#include "engine/detail/graph_plan.h"
-#include "engine/detail/stream_graph.h"
+#include <depengine/engine/detail/graph_lifetime.h>
+#include <depengine/engine/detail/graph_plan.h>
+#include <depengine/engine/detail/stream_graph.h>
+#include <depengine/engine/graph.h>
 
 namespace depengine {
 

@@ -3,10 +3,10 @@
 
 #include <cstdint>
 
-#include "engine/cancel_scope.h"
-#include "engine/fence.h"
-#include "engine/op_name.h"
-#include "engine/vocabulary/vocabulary.h"
+#include <depengine/engine/cancel_scope.h>
+#include <depengine/engine/fence.h>
+#include <depengine/engine/op_name.h>
+#include <depengine/engine/vocabulary/vocabulary.h>
 
 namespace depengine {
 

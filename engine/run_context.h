@@ -7,8 +7,8 @@
 #include <span>
 #include <string_view>
 
-#include "engine/cancel_scope.h"
-#include "engine/vocabulary/vocabulary.h"
+#include <depengine/engine/cancel_scope.h>
+#include <depengine/engine/vocabulary/vocabulary.h>
 
 namespace depengine {
 

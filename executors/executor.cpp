@@ -1,7 +1,7 @@
-#include "executors/executor.h"
-
 #include <stdexcept>
 #include <string>
+
+#include <depengine/executors/executor.h>
 
 namespace depengine {
 

@@ -33,10 +33,10 @@
 #include <string_view>
 #include <utility>
 
-#include "engine/frontier/frontier.h"
-#include "engine/frontier/tracker.h"
-#include "engine/vocabulary/vocabulary.h"
-#include "support/intrusive_list.h"
+#include <depengine/engine/frontier/frontier.h>
+#include <depengine/engine/frontier/tracker.h>
+#include <depengine/engine/vocabulary/vocabulary.h>
+#include <depengine/support/intrusive_list.h>
 
 namespace depengine {
 

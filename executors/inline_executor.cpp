@@ -1,6 +1,5 @@
-#include "executors/inline_executor.h"
-
-#include "executors/ready_queue.h"
+#include <depengine/executors/inline_executor.h>
+#include <depengine/executors/ready_queue.h>
 
 namespace depengine {
 

@@ -9,7 +9,7 @@
 // Thread safety: submit() from any thread. Cost: no queue, no allocation.
 #pragma once
 
-#include "executors/executor.h"
+#include <depengine/executors/executor.h>
 
 namespace depengine {
 

@@ -16,7 +16,7 @@
 #include <cstdint>
 #include <vector>
 
-#include "executors/executor.h"
+#include <depengine/executors/executor.h>
 
 namespace depengine {
 

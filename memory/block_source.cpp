@@ -1,8 +1,7 @@
-#include "memory/block_source.h"
-
 #include <new>
 
-#include "executors/stream/stream_backend.h"
+#include <depengine/executors/stream/stream_backend.h>
+#include <depengine/memory/block_source.h>
 
 namespace depengine {
 

@@ -1,10 +1,10 @@
-#include "memory/memory_pool.h"
-
 #include <algorithm>
 #include <bit>
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+#include <depengine/memory/memory_pool.h>
 
 namespace depengine {
 namespace {

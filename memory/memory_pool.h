@@ -64,10 +64,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/frontier/frontier.h"
-#include "engine/frontier/tracker.h"
-#include "engine/vocabulary/vocabulary.h"
-#include "memory/block_source.h"
+#include <depengine/engine/frontier/frontier.h>
+#include <depengine/engine/frontier/tracker.h>
+#include <depengine/engine/vocabulary/vocabulary.h>
+#include <depengine/memory/block_source.h>
 
 namespace depengine {
 

@@ -5,8 +5,9 @@
 // before the timed part.
 #pragma once
 
+#include <depengine/engine/engine.h>
+
 #include "bench/common/workloads.h"
-#include "engine/engine.h"
 
 namespace depengine::bench {
 

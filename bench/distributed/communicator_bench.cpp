@@ -20,11 +20,12 @@
 #include <string>
 #include <vector>
 
+#include <depengine/distributed/communicator.h>
+#include <depengine/engine/engine.h>
+#include <depengine/executors/mpi/mpi_executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+
 #include "bench/common/report.h"
-#include "distributed/communicator.h"
-#include "engine/engine.h"
-#include "executors/mpi/mpi_executor.h"
-#include "executors/threadpool/threadpool_executor.h"
 
 namespace depengine::bench {
 namespace {

@@ -32,12 +32,13 @@
 #include <thread>
 #include <vector>
 
+#include <depengine/engine/engine.h>
+#include <depengine/executors/inline_executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+
 #include "bench/common/engine_run.h"
 #include "bench/common/report.h"
 #include "bench/common/workloads.h"
-#include "engine/engine.h"
-#include "executors/inline_executor.h"
-#include "executors/threadpool/threadpool_executor.h"
 
 namespace depengine::bench {
 namespace {

@@ -38,12 +38,13 @@
 #include <string>
 #include <vector>
 
+#include <depengine/engine/engine.h>
+#include <depengine/executors/host_stream/host_stream_backend.h>
+#include <depengine/executors/stream/stream_executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+#include <depengine/memory/buffers/buffer.h>
+
 #include "bench/common/report.h"
-#include "engine/engine.h"
-#include "executors/host_stream/host_stream_backend.h"
-#include "executors/stream/stream_executor.h"
-#include "executors/threadpool/threadpool_executor.h"
-#include "memory/buffers/buffer.h"
 
 namespace depengine::bench {
 namespace {

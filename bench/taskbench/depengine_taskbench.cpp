@@ -8,11 +8,12 @@
 #include <memory>
 #include <vector>
 
+#include <depengine/engine/engine.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+
 #include "bench/peers/common/peer_env.h"
 #include "bench/peers/common/peer_main.h"
 #include "bench/taskbench/harness.h"
-#include "engine/engine.h"
-#include "executors/threadpool/threadpool_executor.h"
 
 namespace depengine::bench::taskbench {
 namespace {

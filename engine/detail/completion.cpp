@@ -4,10 +4,10 @@
 #include <stdexcept>
 #include <utility>
 
-#include "engine/detail/engine_core.h"
-#include "engine/detail/running.h"
-#include "engine/detail/stream_graph.h"
-#include "executors/ready_queue.h"
+#include <depengine/engine/detail/engine_core.h>
+#include <depengine/engine/detail/running.h>
+#include <depengine/engine/detail/stream_graph.h>
+#include <depengine/executors/ready_queue.h>
 
 namespace depengine::detail {
 namespace {

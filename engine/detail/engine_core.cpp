@@ -1,5 +1,3 @@
-#include "engine/detail/engine_core.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdio>
@@ -9,6 +7,8 @@
 #include <thread>
 #include <utility>
 #include <vector>
+
+#include <depengine/engine/detail/engine_core.h>
 
 namespace depengine::detail {
 namespace {

@@ -51,20 +51,20 @@
 #include <string>
 #include <vector>
 
-#include "engine/detail/engine_trace.h"
-#include "engine/detail/error_log.h"
-#include "engine/detail/graph_plan.h"
-#include "engine/detail/in_flight.h"
-#include "engine/detail/in_flight_report.h"
-#include "engine/detail/op_function.h"
-#include "engine/detail/op_record.h"
-#include "engine/detail/run_clock.h"
-#include "engine/detail/running.h"
-#include "engine/detail/stall_watch.h"
-#include "engine/detail/var_table.h"
-#include "engine/engine.h"
-#include "engine/frontier/tracker.h"
-#include "executors/inline_executor.h"
+#include <depengine/engine/detail/engine_trace.h>
+#include <depengine/engine/detail/error_log.h>
+#include <depengine/engine/detail/graph_plan.h>
+#include <depengine/engine/detail/in_flight.h>
+#include <depengine/engine/detail/in_flight_report.h>
+#include <depengine/engine/detail/op_function.h>
+#include <depengine/engine/detail/op_record.h>
+#include <depengine/engine/detail/run_clock.h>
+#include <depengine/engine/detail/running.h>
+#include <depengine/engine/detail/stall_watch.h>
+#include <depengine/engine/detail/var_table.h>
+#include <depengine/engine/engine.h>
+#include <depengine/engine/frontier/tracker.h>
+#include <depengine/executors/inline_executor.h>
 
 namespace depengine::detail {
 

@@ -1,11 +1,10 @@
-#include "engine/detail/engine_trace.h"
-
 #include <map>
 #include <utility>
 
-#include "engine/detail/graph_plan.h"
-#include "engine/detail/var_table.h"
-#include "engine/errors.h"
+#include <depengine/engine/detail/engine_trace.h>
+#include <depengine/engine/detail/graph_plan.h>
+#include <depengine/engine/detail/var_table.h>
+#include <depengine/engine/errors.h>
 
 namespace depengine::detail {
 namespace {

@@ -21,10 +21,10 @@
 #include <string>
 #include <vector>
 
-#include "engine/detail/graph_plan.h"
-#include "engine/detail/op_record.h"
-#include "engine/detail/trace_recorder.h"
-#include "engine/var_queue/op_node.h"
+#include <depengine/engine/detail/graph_plan.h>
+#include <depengine/engine/detail/op_record.h>
+#include <depengine/engine/detail/trace_recorder.h>
+#include <depengine/engine/var_queue/op_node.h>
 
 namespace depengine::detail {
 

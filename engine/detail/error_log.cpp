@@ -1,11 +1,11 @@
-#include "engine/detail/error_log.h"
-
 #include <algorithm>
 #include <cstddef>
 #include <cstdio>
 #include <optional>
 #include <string>
 #include <utility>
+
+#include <depengine/engine/detail/error_log.h>
 
 namespace depengine::detail {
 

@@ -36,8 +36,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/errors.h"
-#include "engine/var.h"
+#include <depengine/engine/errors.h>
+#include <depengine/engine/var.h>
 
 namespace depengine::detail {
 

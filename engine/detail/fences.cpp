@@ -2,8 +2,8 @@
 // fences when a stream op is issued, raise or fail them when it completes.
 #include <cassert>
 
-#include "engine/detail/engine_core.h"
-#include "engine/detail/running.h"
+#include <depengine/engine/detail/engine_core.h>
+#include <depengine/engine/detail/running.h>
 
 namespace depengine::detail {
 

@@ -6,11 +6,11 @@
 #include <unordered_map>
 #include <utility>
 
-#include "engine/detail/engine_core.h"
-#include "engine/detail/graph_lifetime.h"
-#include "engine/detail/graph_plan.h"
-#include "engine/detail/running.h"
-#include "engine/detail/stream_graph.h"
+#include <depengine/engine/detail/engine_core.h>
+#include <depengine/engine/detail/graph_lifetime.h>
+#include <depengine/engine/detail/graph_plan.h>
+#include <depengine/engine/detail/running.h>
+#include <depengine/engine/detail/stream_graph.h>
 
 namespace depengine::detail {
 namespace {

@@ -1,9 +1,8 @@
-#include "engine/detail/graph_lifetime.h"
-
 #include <utility>
 
-#include "engine/detail/engine_core.h"
-#include "engine/detail/stream_graph.h"
+#include <depengine/engine/detail/engine_core.h>
+#include <depengine/engine/detail/graph_lifetime.h>
+#include <depengine/engine/detail/stream_graph.h>
 
 namespace depengine::detail {
 

@@ -16,8 +16,8 @@
 
 #include <vector>
 
-#include "engine/detail/graph_plan.h"
-#include "engine/engine_hook.h"
+#include <depengine/engine/detail/graph_plan.h>
+#include <depengine/engine/engine_hook.h>
 
 namespace depengine::detail {
 

@@ -60,13 +60,13 @@
 #include <utility>
 #include <vector>
 
-#include "engine/cancel_scope.h"
-#include "engine/detail/op_function.h"
-#include "engine/detail/var_table.h"
-#include "engine/op_name.h"
-#include "engine/push_options.h"
-#include "engine/var_queue/op_node.h"
-#include "executors/executor.h"
+#include <depengine/engine/cancel_scope.h>
+#include <depengine/engine/detail/op_function.h>
+#include <depengine/engine/detail/var_table.h>
+#include <depengine/engine/op_name.h>
+#include <depengine/engine/push_options.h>
+#include <depengine/engine/var_queue/op_node.h>
+#include <depengine/executors/executor.h>
 
 namespace depengine::detail {
 

@@ -1,10 +1,9 @@
-#include "engine/detail/in_flight.h"
-
 #include <algorithm>
 #include <optional>
 #include <sstream>
 
-#include "support/spinlock.h"
+#include <depengine/engine/detail/in_flight.h>
+#include <depengine/support/spinlock.h>
 
 namespace depengine::detail {
 namespace {

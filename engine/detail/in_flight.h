@@ -38,7 +38,7 @@
 #include <thread>
 #include <vector>
 
-#include "executors/executor.h"
+#include <depengine/executors/executor.h>
 
 namespace depengine::detail {
 

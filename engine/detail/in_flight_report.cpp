@@ -1,5 +1,3 @@
-#include "engine/detail/in_flight_report.h"
-
 #include <algorithm>
 #include <chrono>
 #include <cstdint>
@@ -10,8 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "engine/detail/graph_plan.h"
-#include "engine/detail/op_record.h"
+#include <depengine/engine/detail/graph_plan.h>
+#include <depengine/engine/detail/in_flight_report.h>
+#include <depengine/engine/detail/op_record.h>
 
 namespace depengine::detail {
 namespace {

@@ -23,9 +23,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/detail/in_flight.h"
-#include "engine/detail/run_clock.h"
-#include "engine/detail/var_table.h"
+#include <depengine/engine/detail/in_flight.h>
+#include <depengine/engine/detail/run_clock.h>
+#include <depengine/engine/detail/var_table.h>
 
 namespace depengine::detail {
 

@@ -13,8 +13,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "engine/run_context.h"
-#include "support/small_function.h"
+#include <depengine/engine/run_context.h>
+#include <depengine/support/small_function.h>
 
 namespace depengine::detail {
 

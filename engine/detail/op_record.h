@@ -23,13 +23,13 @@
 #include <memory>
 #include <string_view>
 
-#include "engine/cancel_scope.h"
-#include "engine/detail/op_function.h"
-#include "engine/fence.h"
-#include "engine/frontier/timeline.h"
-#include "engine/op_name.h"
-#include "engine/var_queue/op_node.h"
-#include "executors/executor.h"
+#include <depengine/engine/cancel_scope.h>
+#include <depengine/engine/detail/op_function.h>
+#include <depengine/engine/fence.h>
+#include <depengine/engine/frontier/timeline.h>
+#include <depengine/engine/op_name.h>
+#include <depengine/engine/var_queue/op_node.h>
+#include <depengine/executors/executor.h>
 
 namespace depengine::detail {
 

@@ -7,11 +7,11 @@
 #include <string>
 #include <utility>
 
-#include "engine/detail/engine_core.h"
-#include "engine/detail/running.h"
-#include "executors/ready_queue.h"
-#include "support/prefetch.h"
-#include "support/spinlock.h"
+#include <depengine/engine/detail/engine_core.h>
+#include <depengine/engine/detail/running.h>
+#include <depengine/executors/ready_queue.h>
+#include <depengine/support/prefetch.h>
+#include <depengine/support/spinlock.h>
 
 namespace depengine::detail {
 namespace {

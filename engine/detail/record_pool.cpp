@@ -6,8 +6,8 @@
 #include <new>
 #include <vector>
 
-#include "engine/detail/op_record.h"
-#include "support/prefetch.h"
+#include <depengine/engine/detail/op_record.h>
+#include <depengine/support/prefetch.h>
 
 namespace depengine::detail {
 namespace {

@@ -2,10 +2,10 @@
 #include <string>
 #include <utility>
 
-#include "engine/detail/engine_core.h"
-#include "engine/detail/graph_plan.h"
-#include "engine/detail/running.h"
-#include "executors/ready_queue.h"
+#include <depengine/engine/detail/engine_core.h>
+#include <depengine/engine/detail/graph_plan.h>
+#include <depengine/engine/detail/running.h>
+#include <depengine/executors/ready_queue.h>
 
 namespace depengine::detail {
 namespace {

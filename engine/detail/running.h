@@ -14,7 +14,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "executors/executor.h"
+#include <depengine/executors/executor.h>
 
 namespace depengine::detail {
 

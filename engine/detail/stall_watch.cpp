@@ -1,6 +1,6 @@
-#include "engine/detail/stall_watch.h"
-
 #include <utility>
+
+#include <depengine/engine/detail/stall_watch.h>
 
 namespace depengine::detail {
 

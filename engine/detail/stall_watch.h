@@ -23,7 +23,7 @@
 #include <string_view>
 #include <thread>
 
-#include "engine/detail/run_clock.h"
+#include <depengine/engine/detail/run_clock.h>
 
 namespace depengine::detail {
 

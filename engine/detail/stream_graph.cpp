@@ -1,11 +1,10 @@
 // A graph of stream ops: planned at capture, pushed as one stream op per replay, and run at its issue (stream_graph.h).
-#include "engine/detail/stream_graph.h"
-
 #include <algorithm>
 #include <string>
 #include <utility>
 
-#include "engine/detail/engine_core.h"
+#include <depengine/engine/detail/engine_core.h>
+#include <depengine/engine/detail/stream_graph.h>
 
 namespace depengine::detail {
 

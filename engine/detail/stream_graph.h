@@ -28,9 +28,9 @@
 #include <memory>
 #include <vector>
 
-#include "engine/detail/graph_plan.h"
-#include "engine/push_options.h"
-#include "executors/executor.h"
+#include <depengine/engine/detail/graph_plan.h>
+#include <depengine/engine/push_options.h>
+#include <depengine/executors/executor.h>
 
 namespace depengine::detail {
 

@@ -2,9 +2,9 @@
 // and complete").
 #include <utility>
 
-#include "engine/detail/engine_core.h"
-#include "engine/detail/running.h"
-#include "engine/detail/stream_graph.h"
+#include <depengine/engine/detail/engine_core.h>
+#include <depengine/engine/detail/running.h>
+#include <depengine/engine/detail/stream_graph.h>
 
 namespace depengine::detail {
 

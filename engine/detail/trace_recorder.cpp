@@ -1,5 +1,3 @@
-#include "engine/detail/trace_recorder.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cerrno>
@@ -8,7 +6,8 @@
 #include <unordered_map>
 #include <utility>
 
-#include "engine/errors.h"
+#include <depengine/engine/detail/trace_recorder.h>
+#include <depengine/engine/errors.h>
 
 namespace depengine::detail {
 namespace {

@@ -36,8 +36,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/frontier/axis.h"
-#include "executors/executor.h"
+#include <depengine/engine/frontier/axis.h>
+#include <depengine/executors/executor.h>
 
 namespace depengine::detail {
 

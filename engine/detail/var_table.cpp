@@ -1,9 +1,8 @@
-#include "engine/detail/var_table.h"
-
 #include <cassert>
 #include <string>
 
-#include "engine/errors.h"
+#include <depengine/engine/detail/var_table.h>
+#include <depengine/engine/errors.h>
 
 namespace depengine::detail {
 

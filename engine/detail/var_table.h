@@ -17,8 +17,8 @@
 #include <exception>
 #include <mutex>
 
-#include "engine/var.h"
-#include "engine/var_queue/var_queue.h"
+#include <depengine/engine/var.h>
+#include <depengine/engine/var_queue/var_queue.h>
 
 namespace depengine::detail {
 

@@ -5,9 +5,9 @@
 #include <string>
 #include <utility>
 
-#include "engine/detail/engine_core.h"
-#include "engine/detail/notification.h"
-#include "engine/detail/running.h"
+#include <depengine/engine/detail/engine_core.h>
+#include <depengine/engine/detail/notification.h>
+#include <depengine/engine/detail/running.h>
 
 namespace depengine::detail {
 namespace {

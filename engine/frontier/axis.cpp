@@ -1,9 +1,9 @@
-#include "engine/frontier/axis.h"
-
 #include <array>
 #include <atomic>
 #include <cstdio>
 #include <ostream>
+
+#include <depengine/engine/frontier/axis.h>
 
 namespace depengine {
 namespace {

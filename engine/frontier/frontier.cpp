@@ -1,6 +1,6 @@
-#include "engine/frontier/frontier.h"
-
 #include <ostream>
+
+#include <depengine/engine/frontier/frontier.h>
 
 namespace depengine::detail {
 

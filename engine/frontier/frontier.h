@@ -40,10 +40,10 @@
 #include <span>
 #include <string>
 
-#include "engine/frontier/axis.h"
-#include "engine/frontier/detail/frontier_kernels.h"
-#include "engine/frontier/detail/frontier_storage.h"
-#include "engine/frontier/frontier_entry.h"
+#include <depengine/engine/frontier/axis.h>
+#include <depengine/engine/frontier/detail/frontier_kernels.h>
+#include <depengine/engine/frontier/detail/frontier_storage.h>
+#include <depengine/engine/frontier/frontier_entry.h>
 
 // GCC 12 reports -Wmaybe-uninitialized when a frontier whose entries it cannot see written (a fresh or empty one) is
 // passed to a kernel that is not inlined: it assumes a pointer-to-const argument reads its whole pointee. The kernels

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "engine/frontier/axis.h"
+#include <depengine/engine/frontier/axis.h>
 
 namespace depengine {
 

@@ -1,9 +1,9 @@
-#include "engine/frontier/timeline.h"
-
 #include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <optional>
+
+#include <depengine/engine/frontier/timeline.h>
 
 namespace depengine {
 namespace {

@@ -91,8 +91,8 @@
 #include <type_traits>
 #include <utility>
 
-#include "engine/frontier/frontier.h"
-#include "support/spinlock.h"
+#include <depengine/engine/frontier/frontier.h>
+#include <depengine/support/spinlock.h>
 
 namespace depengine {
 

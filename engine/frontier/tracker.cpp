@@ -1,9 +1,8 @@
-#include "engine/frontier/tracker.h"
-
 #include <string>
 #include <thread>
 
-#include "support/spinlock.h"
+#include <depengine/engine/frontier/tracker.h>
+#include <depengine/support/spinlock.h>
 
 namespace depengine {
 namespace detail {

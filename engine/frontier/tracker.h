@@ -62,7 +62,7 @@
 #include <type_traits>
 #include <utility>
 
-#include "engine/frontier/frontier.h"
+#include <depengine/engine/frontier/frontier.h>
 
 namespace depengine {
 

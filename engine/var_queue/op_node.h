@@ -25,7 +25,7 @@
 #include <cassert>
 #include <cstdint>
 
-#include "support/intrusive_list.h"
+#include <depengine/support/intrusive_list.h>
 
 namespace depengine {
 

@@ -1,8 +1,7 @@
-#include "engine/var_queue/var_queue.h"
-
 #include <cassert>
 
-#include "support/prefetch.h"
+#include <depengine/engine/var_queue/var_queue.h>
+#include <depengine/support/prefetch.h>
 
 namespace depengine {
 

@@ -106,11 +106,11 @@
 #include <memory>
 #include <mutex>
 
-#include "engine/frontier/frontier.h"
-#include "engine/var_queue/op_node.h"
-#include "engine/vocabulary/vocabulary.h"
-#include "support/prefetch.h"
-#include "support/spinlock.h"
+#include <depengine/engine/frontier/frontier.h>
+#include <depengine/engine/var_queue/op_node.h>
+#include <depengine/engine/vocabulary/vocabulary.h>
+#include <depengine/support/prefetch.h>
+#include <depengine/support/spinlock.h>
 
 namespace depengine {
 

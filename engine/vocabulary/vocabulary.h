@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 
-#include "engine/frontier/frontier.h"
+#include <depengine/engine/frontier/frontier.h>
 
 namespace depengine {
 

@@ -5,9 +5,10 @@
 #include <stdexcept>
 #include <utility>
 
+#include <depengine/executors/host_stream/host_stream_backend.h>
+#include <depengine/executors/stream/stream_executor.h>
+
 #include "examples/common/dense_kernels.h"
-#include "executors/host_stream/host_stream_backend.h"
-#include "executors/stream/stream_executor.h"
 #if DEPENGINE_EXAMPLES_CUDA
 #include "examples/common/dense_kernels_cuda.h"
 #endif

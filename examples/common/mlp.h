@@ -17,9 +17,9 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/engine.h"
-#include "executors/stream/stream_backend.h"
-#include "memory/buffers/buffer.h"
+#include <depengine/engine/engine.h>
+#include <depengine/executors/stream/stream_backend.h>
+#include <depengine/memory/buffers/buffer.h>
 
 namespace depengine::examples {
 

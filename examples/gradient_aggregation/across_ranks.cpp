@@ -27,14 +27,15 @@
 #include <thread>
 #include <vector>
 
-#include "distributed/communicator.h"
-#include "engine/engine.h"
+#include <depengine/distributed/communicator.h>
+#include <depengine/engine/engine.h>
+#include <depengine/executors/mpi/mpi_executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+#include <depengine/memory/buffers/buffer.h>
+
 #include "examples/common/dense_kernels.h"
 #include "examples/common/mlp.h"
 #include "examples/gradient_aggregation/reference.h"
-#include "executors/mpi/mpi_executor.h"
-#include "executors/threadpool/threadpool_executor.h"
-#include "memory/buffers/buffer.h"
 
 namespace depengine::examples {
 namespace {

@@ -24,8 +24,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/engine.h"
-#include "executors/threadpool/threadpool_executor.h"
+#include <depengine/engine/engine.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
 
 namespace {
 

@@ -34,16 +34,17 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
+#include <depengine/engine/engine.h>
+#include <depengine/executors/host_stream/host_stream_backend.h>
+#include <depengine/executors/stream/stream_executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+#include <depengine/memory/buffers/buffer.h>
+
 #include "examples/common/arguments.h"
 #include "examples/common/dense_kernels.h"
 #include "examples/common/mlp.h"
-#include "executors/host_stream/host_stream_backend.h"
-#include "executors/stream/stream_executor.h"
-#include "executors/threadpool/threadpool_executor.h"
-#include "memory/buffers/buffer.h"
 #if DEPENGINE_EXAMPLES_CUDA
-#include "executors/cuda_stream/cuda_stream_backend.h"
+#include <depengine/executors/cuda_stream/cuda_stream_backend.h>
 #endif
 
 namespace {

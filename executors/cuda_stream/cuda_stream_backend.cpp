@@ -1,13 +1,12 @@
 // CudaRuntime, the CUDA traits of GpuStreamBackend (executors/stream/detail/gpu_runtime.h has the contract), and the
 // one instantiation of the template for CUDA. The only translation unit that includes CUDA's headers.
-#include "executors/cuda_stream/cuda_stream_backend.h"
-
 #include <cuda_runtime_api.h>
 
 #include <cstddef>
 
-#include "executors/stream/detail/gpu_runtime.h"
-#include "executors/stream/detail/gpu_stream_backend_impl.h"
+#include <depengine/executors/cuda_stream/cuda_stream_backend.h>
+#include <depengine/executors/stream/detail/gpu_runtime.h>
+#include <depengine/executors/stream/detail/gpu_stream_backend_impl.h>
 
 namespace depengine {
 namespace detail {

@@ -42,8 +42,8 @@
 // cuda_stream_backend.cpp, the only file that includes CUDA's headers.
 #pragma once
 
-#include "executors/stream/detail/gpu_stream_backend.h"
-#include "executors/stream/stream_backend.h"
+#include <depengine/executors/stream/detail/gpu_stream_backend.h>
+#include <depengine/executors/stream/stream_backend.h>
 
 struct CUstream_st;  // cudaStream_t is CUstream_st* (driver_types.h); declared here to keep CUDA headers out
 

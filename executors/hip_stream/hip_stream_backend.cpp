@@ -1,13 +1,12 @@
 // HipRuntime, the HIP traits of GpuStreamBackend (executors/stream/detail/gpu_runtime.h has the contract), and the
 // one instantiation of the template for HIP. The only translation unit that includes HIP's headers.
-#include "executors/hip_stream/hip_stream_backend.h"
-
 #include <hip/hip_runtime_api.h>
 
 #include <cstddef>
 
-#include "executors/stream/detail/gpu_runtime.h"
-#include "executors/stream/detail/gpu_stream_backend_impl.h"
+#include <depengine/executors/hip_stream/hip_stream_backend.h>
+#include <depengine/executors/stream/detail/gpu_runtime.h>
+#include <depengine/executors/stream/detail/gpu_stream_backend_impl.h>
 
 namespace depengine {
 namespace detail {

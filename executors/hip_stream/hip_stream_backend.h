@@ -33,8 +33,8 @@
 // hip_stream_backend.cpp, the only file that includes HIP's headers.
 #pragma once
 
-#include "executors/stream/detail/gpu_stream_backend.h"
-#include "executors/stream/stream_backend.h"
+#include <depengine/executors/stream/detail/gpu_stream_backend.h>
+#include <depengine/executors/stream/stream_backend.h>
 
 struct ihipStream_t;  // hipStream_t is ihipStream_t* (hip_runtime_api.h); declared here to keep HIP headers out
 

@@ -1,5 +1,3 @@
-#include "executors/host_stream/host_stream_backend.h"
-
 #include <algorithm>
 #include <atomic>
 #include <cassert>
@@ -17,7 +15,8 @@
 #include <thread>
 #include <utility>
 
-#include "support/spinlock.h"
+#include <depengine/executors/host_stream/host_stream_backend.h>
+#include <depengine/support/spinlock.h>
 
 // The event protocol (timeline in README.md). An event holds two numbers:
 //   recorded_  — the generation of its latest record() call. Written by record() (one recorder at a time, by

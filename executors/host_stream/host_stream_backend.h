@@ -45,8 +45,8 @@
 #include <string>
 #include <vector>
 
-#include "executors/host_stream/host_task.h"
-#include "executors/stream/stream_backend.h"
+#include <depengine/executors/host_stream/host_task.h>
+#include <depengine/executors/stream/stream_backend.h>
 
 namespace depengine {
 

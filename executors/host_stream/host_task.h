@@ -10,7 +10,7 @@
 // Not thread-safe: a HostTask is owned by one queue entry, which one thread at a time holds. Move-only.
 #pragma once
 
-#include "support/small_function.h"
+#include <depengine/support/small_function.h>
 
 namespace depengine {
 

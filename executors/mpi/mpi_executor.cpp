@@ -1,11 +1,11 @@
-#include "executors/mpi/mpi_executor.h"
-
 #include <atomic>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 #include <stdexcept>
 #include <utility>
+
+#include <depengine/executors/mpi/mpi_executor.h>
 
 namespace depengine {
 

@@ -51,10 +51,10 @@
 #include <thread>
 #include <vector>
 
-#include "engine/frontier/axis.h"
-#include "executors/executor.h"
-#include "executors/mpi/rank_error.h"
-#include "support/small_function.h"
+#include <depengine/engine/frontier/axis.h>
+#include <depengine/executors/executor.h>
+#include <depengine/executors/mpi/rank_error.h>
+#include <depengine/support/small_function.h>
 
 namespace depengine {
 

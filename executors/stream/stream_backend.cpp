@@ -1,8 +1,8 @@
-#include "executors/stream/stream_backend.h"
-
 #include <stdexcept>
 #include <string>
 #include <utility>
+
+#include <depengine/executors/stream/stream_backend.h>
 
 namespace depengine {
 namespace {

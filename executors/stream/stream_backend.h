@@ -70,7 +70,7 @@
 #include <string_view>
 #include <utility>
 
-#include "engine/vocabulary/vocabulary.h"
+#include <depengine/engine/vocabulary/vocabulary.h>
 
 namespace depengine {
 

@@ -1,5 +1,3 @@
-#include "executors/stream/stream_executor.h"
-
 #include <algorithm>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
@@ -9,6 +7,8 @@
 #include <stdexcept>
 #include <thread>
 #include <utility>
+
+#include <depengine/executors/stream/stream_executor.h>
 
 namespace depengine {
 

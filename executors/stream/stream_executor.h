@@ -88,11 +88,11 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/frontier/axis.h"
-#include "engine/frontier/frontier.h"
-#include "executors/executor.h"
-#include "executors/ready_queue.h"
-#include "executors/stream/stream_backend.h"
+#include <depengine/engine/frontier/axis.h>
+#include <depengine/engine/frontier/frontier.h>
+#include <depengine/executors/executor.h>
+#include <depengine/executors/ready_queue.h>
+#include <depengine/executors/stream/stream_backend.h>
 
 namespace depengine {
 

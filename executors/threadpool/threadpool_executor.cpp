@@ -1,5 +1,3 @@
-#include "executors/threadpool/threadpool_executor.h"
-
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
@@ -7,6 +5,8 @@
 #include <string>
 #include <thread>
 #include <utility>
+
+#include <depengine/executors/threadpool/threadpool_executor.h>
 
 namespace depengine {
 namespace {

@@ -67,9 +67,9 @@
 #include <mutex>
 #include <optional>
 
-#include "executors/executor.h"
-#include "executors/ready_queue.h"
-#include "support/spinlock.h"
+#include <depengine/executors/executor.h>
+#include <depengine/executors/ready_queue.h>
+#include <depengine/support/spinlock.h>
 
 namespace depengine {
 

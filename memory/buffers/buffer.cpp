@@ -1,10 +1,9 @@
-#include "memory/buffers/buffer.h"
-
 #include <cstdio>
 #include <string>
 #include <utility>
 
-#include "executors/stream/stream_executor.h"
+#include <depengine/executors/stream/stream_executor.h>
+#include <depengine/memory/buffers/buffer.h>
 
 namespace depengine {
 namespace {

@@ -70,8 +70,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/engine.h"
-#include "memory/memory_pool.h"
+#include <depengine/engine/engine.h>
+#include <depengine/memory/memory_pool.h>
 
 namespace depengine {
 

@@ -10,12 +10,12 @@
 #include <memory>
 #include <vector>
 
-#include "distributed/communicator.h"
-#include "engine/engine.h"
-#include "executors/host_stream/host_stream_backend.h"
-#include "executors/mpi/mpi_executor.h"
-#include "executors/stream/stream_executor.h"
-#include "executors/threadpool/threadpool_executor.h"
+#include <depengine/distributed/communicator.h>
+#include <depengine/engine/engine.h>
+#include <depengine/executors/host_stream/host_stream_backend.h>
+#include <depengine/executors/mpi/mpi_executor.h>
+#include <depengine/executors/stream/stream_executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
 
 namespace depengine {
 namespace {

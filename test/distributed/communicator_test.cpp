@@ -2,8 +2,6 @@
 // to a serial reference, the same collective order on every rank whatever order inputs become ready in, errors on one
 // rank reaching every rank, local compute never held back by pending communication, shutdown with communication in
 // flight, and misuse.
-#include "distributed/communicator.h"
-
 #include <mpi.h>
 
 #include <algorithm>
@@ -19,10 +17,12 @@
 #include <thread>
 #include <vector>
 
-#include "distributed/remote_error.h"
-#include "engine/engine.h"
-#include "executors/mpi/mpi_executor.h"
-#include "memory/buffers/buffer.h"
+#include <depengine/distributed/communicator.h>
+#include <depengine/distributed/remote_error.h>
+#include <depengine/engine/engine.h>
+#include <depengine/executors/mpi/mpi_executor.h>
+#include <depengine/memory/buffers/buffer.h>
+
 #include "test/executors/mpi/mpi_test_support.h"
 #include "test/test_support.h"
 

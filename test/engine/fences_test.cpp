@@ -23,9 +23,10 @@
 #include <thread>
 #include <vector>
 
-#include "engine/engine.h"
-#include "engine/fence.h"
-#include "engine/frontier/timeline.h"
+#include <depengine/engine/engine.h>
+#include <depengine/engine/fence.h>
+#include <depengine/engine/frontier/timeline.h>
+
 #include "test/engine/test_support.h"
 #include "test/executors/executor_factories.h"
 

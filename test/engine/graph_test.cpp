@@ -56,8 +56,9 @@
 #include <utility>
 #include <vector>
 
-#include "engine/engine.h"
-#include "engine/fence.h"
+#include <depengine/engine/engine.h>
+#include <depengine/engine/fence.h>
+
 #include "test/engine/order_oracle.h"
 #include "test/engine/test_support.h"
 #include "test/engine/trace_file.h"

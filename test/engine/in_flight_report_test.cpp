@@ -12,7 +12,8 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/engine.h"
+#include <depengine/engine/engine.h>
+
 #include "test/engine/test_support.h"
 #include "test/executors/executor_factories.h"
 

@@ -19,7 +19,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/engine.h"
+#include <depengine/engine/engine.h>
+
 #include "test/engine/order_oracle.h"
 #include "test/engine/test_support.h"
 #include "test/executors/executor_factories.h"

@@ -16,7 +16,7 @@
 #include <thread>
 #include <vector>
 
-#include "engine/detail/op_record.h"
+#include <depengine/engine/detail/op_record.h>
 
 namespace depengine::test {
 namespace {

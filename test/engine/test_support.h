@@ -25,9 +25,10 @@
 #include <utility>
 #include <vector>
 
-#include "engine/engine.h"
-#include "engine/fence.h"
-#include "engine/frontier/timeline.h"
+#include <depengine/engine/engine.h>
+#include <depengine/engine/fence.h>
+#include <depengine/engine/frontier/timeline.h>
+
 #include "test/test_support.h"
 
 namespace depengine::test {

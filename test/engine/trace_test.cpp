@@ -15,8 +15,9 @@
 #include <string_view>
 #include <vector>
 
-#include "engine/engine.h"
-#include "engine/frontier/timeline.h"
+#include <depengine/engine/engine.h>
+#include <depengine/engine/frontier/timeline.h>
+
 #include "test/engine/test_support.h"
 #include "test/engine/trace_file.h"
 #include "test/executors/executor_factories.h"

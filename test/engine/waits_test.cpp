@@ -8,8 +8,9 @@
 #include <utility>
 #include <vector>
 
-#include "engine/engine.h"
-#include "executors/threadpool/threadpool_executor.h"
+#include <depengine/engine/engine.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+
 #include "test/engine/test_support.h"
 #include "test/executors/executor_factories.h"
 

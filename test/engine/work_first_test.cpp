@@ -15,7 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/engine.h"
+#include <depengine/engine/engine.h>
+
 #include "test/engine/test_support.h"
 #include "test/executors/executor_factories.h"
 

@@ -24,12 +24,13 @@
 #include <utility>
 #include <vector>
 
-#include "engine/engine.h"
-#include "executors/executor.h"
-#include "executors/host_stream/host_stream_backend.h"
-#include "executors/inline_executor.h"
-#include "executors/stream/stream_executor.h"
-#include "executors/threadpool/threadpool_executor.h"
+#include <depengine/engine/engine.h>
+#include <depengine/executors/executor.h>
+#include <depengine/executors/host_stream/host_stream_backend.h>
+#include <depengine/executors/inline_executor.h>
+#include <depengine/executors/stream/stream_executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+
 #include "test/executors/stream/stream_test_support.h"
 
 namespace depengine::test {

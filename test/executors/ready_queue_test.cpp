@@ -1,7 +1,5 @@
 // ReadyQueue and submit_in_priority_order (executors/ready_queue.h) on their own: higher priority first, submission
 // order among equal priorities, priority 0 between the positive and the negative ones.
-#include "executors/ready_queue.h"
-
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -10,6 +8,8 @@
 #include <string_view>
 #include <utility>
 #include <vector>
+
+#include <depengine/executors/ready_queue.h>
 
 #include "test/test_support.h"
 

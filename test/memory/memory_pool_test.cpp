@@ -4,8 +4,6 @@
 // the host stream backend, and concurrent acquire/release checked for double hand-outs.
 //
 // Frontiers here name two or three queue axes whose completion a Tracker records, as the stream executor's would.
-#include "memory/memory_pool.h"
-
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -18,7 +16,9 @@
 #include <thread>
 #include <vector>
 
-#include "executors/host_stream/host_stream_backend.h"
+#include <depengine/executors/host_stream/host_stream_backend.h>
+#include <depengine/memory/memory_pool.h>
+
 #include "test/test_support.h"
 
 namespace depengine {

@@ -1,7 +1,7 @@
-#include "support/intrusive_list.h"
-
 #include <catch2/catch.hpp>
 #include <vector>
+
+#include <depengine/support/intrusive_list.h>
 
 namespace {
 

@@ -1,10 +1,10 @@
-#include "support/small_function.h"
-
 #include <array>
 #include <catch2/catch.hpp>
 #include <memory>
 #include <stdexcept>
 #include <utility>
+
+#include <depengine/support/small_function.h>
 
 namespace {
 

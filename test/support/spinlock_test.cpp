@@ -1,10 +1,10 @@
-#include "support/spinlock.h"
-
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <mutex>
 #include <thread>
 #include <vector>
+
+#include <depengine/support/spinlock.h>
 
 namespace {
 

@@ -36,8 +36,9 @@
 #include <string_view>
 #include <vector>
 
+#include <depengine/engine/frontier/frontier.h>
+
 #include "bench/common/report.h"
-#include "engine/frontier/frontier.h"
 
 namespace depengine::bench {
 namespace {

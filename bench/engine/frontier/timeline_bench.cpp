@@ -22,9 +22,10 @@
 #include <string>
 #include <vector>
 
+#include <depengine/engine/frontier/timeline.h>
+#include <depengine/engine/frontier/tracker.h>
+
 #include "bench/common/report.h"
-#include "engine/frontier/timeline.h"
-#include "engine/frontier/tracker.h"
 
 namespace depengine::bench {
 namespace {

@@ -32,13 +32,14 @@
 #include <string>
 #include <vector>
 
+#include <depengine/engine/engine.h>
+#include <depengine/engine/frontier/timeline.h>
+#include <depengine/executors/cuda_stream/cuda_stream_backend.h>
+#include <depengine/executors/stream/stream_executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+
 #include "bench/common/report.h"
 #include "bench/executors/cuda_stream/bump_kernel.h"
-#include "engine/engine.h"
-#include "engine/frontier/timeline.h"
-#include "executors/cuda_stream/cuda_stream_backend.h"
-#include "executors/stream/stream_executor.h"
-#include "executors/threadpool/threadpool_executor.h"
 
 namespace depengine::bench {
 namespace {

@@ -70,13 +70,14 @@
 #include <utility>
 #include <vector>
 
+#include <depengine/engine/engine.h>
+#include <depengine/engine/frontier/timeline.h>
+#include <depengine/executors/host_stream/host_stream_backend.h>
+#include <depengine/executors/host_stream/host_task.h>
+#include <depengine/executors/stream/stream_executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+
 #include "bench/common/report.h"
-#include "engine/engine.h"
-#include "engine/frontier/timeline.h"
-#include "executors/host_stream/host_stream_backend.h"
-#include "executors/host_stream/host_task.h"
-#include "executors/stream/stream_executor.h"
-#include "executors/threadpool/threadpool_executor.h"
 
 namespace depengine::bench {
 namespace {

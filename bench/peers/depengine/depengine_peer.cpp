@@ -17,11 +17,12 @@
 #include <utility>
 #include <vector>
 
+#include <depengine/engine/engine.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+
 #include "bench/common/engine_run.h"
 #include "bench/peers/common/peer_env.h"
 #include "bench/peers/common/peer_main.h"
-#include "engine/engine.h"
-#include "executors/threadpool/threadpool_executor.h"
 
 namespace depengine::bench::peers {
 namespace {

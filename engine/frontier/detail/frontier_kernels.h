@@ -15,7 +15,7 @@
 #include <cstdint>
 #include <cstring>
 
-#include "engine/frontier/frontier_entry.h"
+#include <depengine/engine/frontier/frontier_entry.h>
 
 namespace depengine::detail {
 

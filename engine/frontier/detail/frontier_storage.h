@@ -16,8 +16,8 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/frontier/detail/frontier_kernels.h"
-#include "engine/frontier/frontier_entry.h"
+#include <depengine/engine/frontier/detail/frontier_kernels.h>
+#include <depengine/engine/frontier/frontier_entry.h>
 
 namespace depengine::detail {
 

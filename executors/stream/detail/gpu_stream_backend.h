@@ -37,7 +37,7 @@
 #include <string_view>
 #include <vector>
 
-#include "executors/stream/stream_backend.h"
+#include <depengine/executors/stream/stream_backend.h>
 
 namespace depengine::detail {
 

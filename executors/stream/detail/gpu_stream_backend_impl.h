@@ -22,10 +22,10 @@
 #include <string_view>
 #include <utility>
 
-#include "executors/stream/detail/gpu_runtime.h"
-#include "executors/stream/detail/gpu_stream_backend.h"
-#include "executors/stream/detail/notification_pool.h"
-#include "executors/stream/stream_backend.h"
+#include <depengine/executors/stream/detail/gpu_runtime.h>
+#include <depengine/executors/stream/detail/gpu_stream_backend.h>
+#include <depengine/executors/stream/detail/notification_pool.h>
+#include <depengine/executors/stream/stream_backend.h>
 
 namespace depengine::detail {
 

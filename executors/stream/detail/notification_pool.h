@@ -17,8 +17,8 @@
 #include <utility>
 #include <vector>
 
-#include "executors/stream/stream_backend.h"
-#include "support/spinlock.h"
+#include <depengine/executors/stream/stream_backend.h>
+#include <depengine/support/spinlock.h>
 
 namespace depengine::detail {
 

@@ -1,7 +1,5 @@
 // Tests of Axis and AxisAllocator (engine/frontier/axis.h): the bit layout and its accessors, the errors of make(),
 // the total order, the text form used in traces and error messages, and process-wide uniqueness of allocated axes.
-#include "engine/frontier/axis.h"
-
 #include <algorithm>
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -14,6 +12,8 @@
 #include <thread>
 #include <tuple>
 #include <vector>
+
+#include <depengine/engine/frontier/axis.h>
 
 namespace depengine {
 namespace {

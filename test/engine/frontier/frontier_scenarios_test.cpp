@@ -9,8 +9,8 @@
 #include <span>
 #include <vector>
 
-#include "engine/frontier/axis.h"
-#include "engine/frontier/frontier.h"
+#include <depengine/engine/frontier/axis.h>
+#include <depengine/engine/frontier/frontier.h>
 
 namespace depengine {
 namespace {

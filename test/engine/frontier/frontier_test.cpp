@@ -5,8 +5,6 @@
 //
 // Randomized tests run with DEPENGINE_TEST_SEED (one fixed seed, to rerun a failure) or DEPENGINE_TEST_REPEAT fresh
 // seeds (default 3), the convention of test/test_support.h, and CAPTURE the seed.
-#include "engine/frontier/frontier.h"
-
 #include <algorithm>
 #include <array>
 #include <catch2/catch.hpp>
@@ -20,6 +18,8 @@
 #include <string>
 #include <type_traits>
 #include <vector>
+
+#include <depengine/engine/frontier/frontier.h>
 
 #include "test/test_support.h"
 

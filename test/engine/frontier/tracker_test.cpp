@@ -3,8 +3,6 @@
 //
 // Randomized tests run with DEPENGINE_TEST_SEED (one fixed seed) or DEPENGINE_TEST_REPEAT fresh seeds (default 3), as
 // everywhere (test/test_support.h), and CAPTURE the seed. Nothing sleeps to wait for another thread.
-#include "engine/frontier/tracker.h"
-
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -21,6 +19,8 @@
 #include <string_view>
 #include <thread>
 #include <vector>
+
+#include <depengine/engine/frontier/tracker.h>
 
 #include "test/test_support.h"
 

@@ -1,7 +1,5 @@
 // VarQueue and OpNode on their own (engine/var_queue/var_queue.h, op_node.h): which uses a queue grants when, the
 // version, the wait counter, and the queue used from many threads at once as a reader-writer lock.
-#include "engine/var_queue/var_queue.h"
-
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -18,7 +16,8 @@
 #include <utility>
 #include <vector>
 
-#include "engine/var_queue/op_node.h"
+#include <depengine/engine/var_queue/op_node.h>
+#include <depengine/engine/var_queue/var_queue.h>
 
 namespace depengine {
 namespace {

@@ -1,8 +1,6 @@
 // The MPI executor (executors/mpi/mpi_executor.h) under an engine, on every rank of mpirun (test/mpi_main.cpp): ops
 // that start MPI calls complete when their requests do, collectives start in ticket order whatever order their ops
 // run in, and misuse is a clear error.
-#include "executors/mpi/mpi_executor.h"
-
 #include <mpi.h>
 
 #include <catch2/catch.hpp>
@@ -12,7 +10,9 @@
 #include <stdexcept>
 #include <vector>
 
-#include "engine/engine.h"
+#include <depengine/engine/engine.h>
+#include <depengine/executors/mpi/mpi_executor.h>
+
 #include "test/executors/mpi/mpi_test_support.h"
 
 namespace depengine {

@@ -5,9 +5,9 @@
 #include <cstdint>
 #include <memory>
 
-#include "engine/engine.h"
-#include "executors/mpi/mpi_executor.h"
-#include "executors/threadpool/threadpool_executor.h"
+#include <depengine/engine/engine.h>
+#include <depengine/executors/mpi/mpi_executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
 
 namespace depengine::test {
 

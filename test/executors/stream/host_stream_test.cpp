@@ -12,7 +12,8 @@
 #include <thread>
 #include <vector>
 
-#include "executors/host_stream/host_stream_backend.h"
+#include <depengine/executors/host_stream/host_stream_backend.h>
+
 #include "test/executors/stream/stream_test_support.h"
 
 namespace depengine::test {

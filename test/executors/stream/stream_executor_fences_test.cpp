@@ -10,7 +10,8 @@
 #include <cstdint>
 #include <vector>
 
-#include "engine/frontier/timeline.h"
+#include <depengine/engine/frontier/timeline.h>
+
 #include "test/executors/stream/stream_executor_support.h"
 
 namespace depengine::test {

@@ -8,10 +8,11 @@
 #include <memory>
 #include <utility>
 
-#include "engine/engine.h"
-#include "executors/host_stream/host_stream_backend.h"
-#include "executors/stream/stream_executor.h"
-#include "executors/threadpool/threadpool_executor.h"
+#include <depengine/engine/engine.h>
+#include <depengine/executors/host_stream/host_stream_backend.h>
+#include <depengine/executors/stream/stream_executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+
 #include "test/test_support.h"
 
 namespace depengine::test {

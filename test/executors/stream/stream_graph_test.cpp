@@ -8,7 +8,8 @@
 #include <thread>
 #include <vector>
 
-#include "engine/engine.h"
+#include <depengine/engine/engine.h>
+
 #include "test/executors/stream/stream_executor_support.h"
 
 namespace depengine::test {

@@ -20,15 +20,16 @@
 #include <string>
 #include <vector>
 
-#include "executors/host_stream/host_stream_backend.h"
-#include "executors/stream/stream_backend.h"
+#include <depengine/executors/host_stream/host_stream_backend.h>
+#include <depengine/executors/stream/stream_backend.h>
+
 #include "test/test_support.h"
 
 #if defined(DEPENGINE_HAVE_CUDA_STREAM)
-#include "executors/cuda_stream/cuda_stream_backend.h"
+#include <depengine/executors/cuda_stream/cuda_stream_backend.h>
 #endif
 #if defined(DEPENGINE_HAVE_HIP_STREAM)
-#include "executors/hip_stream/hip_stream_backend.h"
+#include <depengine/executors/hip_stream/hip_stream_backend.h>
 #endif
 
 namespace depengine::test {

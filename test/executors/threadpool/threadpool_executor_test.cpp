@@ -2,8 +2,6 @@
 // fake ExecutorHost runs scripted tasks, so each promise of the header is observed directly — every task runs once,
 // a chain made ready by completions stays on one thread, urgent tasks run first, try_help runs a queued task on the
 // caller, never more tasks run at once than there are workers, and stop() returns only once every drainer is gone.
-#include "executors/threadpool/threadpool_executor.h"
-
 #include <oneapi/tbb/global_control.h>
 
 #include <algorithm>
@@ -19,8 +17,10 @@
 #include <thread>
 #include <vector>
 
-#include "executors/executor.h"
-#include "support/spinlock.h"
+#include <depengine/executors/executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+#include <depengine/support/spinlock.h>
+
 #include "test/test_support.h"
 
 namespace depengine::test {

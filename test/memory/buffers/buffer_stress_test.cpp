@@ -16,7 +16,8 @@
 #include <thread>
 #include <vector>
 
-#include "memory/buffers/buffer.h"
+#include <depengine/memory/buffers/buffer.h>
+
 #include "test/executors/stream/stream_executor_support.h"
 
 namespace depengine::test {

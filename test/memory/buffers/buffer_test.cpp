@@ -2,8 +2,6 @@
 // allocation on that stream, with no wait, while nothing has run yet; one freed on another stream costs exactly one
 // device wait; a randomized workload of allocations, pattern writes, checked reads and frees over 2 devices x 2 streams
 // with random stream delays never hands out a block while a user of it can still run; misuse errors.
-#include "memory/buffers/buffer.h"
-
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
@@ -17,8 +15,10 @@
 #include <thread>
 #include <vector>
 
-#include "executors/inline_executor.h"
-#include "executors/threadpool/threadpool_executor.h"
+#include <depengine/executors/inline_executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+#include <depengine/memory/buffers/buffer.h>
+
 #include "test/executors/stream/stream_executor_support.h"
 
 namespace depengine::test {

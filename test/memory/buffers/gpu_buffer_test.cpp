@@ -9,10 +9,11 @@
 #include <string>
 #include <vector>
 
-#include "engine/engine.h"
-#include "executors/stream/stream_executor.h"
-#include "executors/threadpool/threadpool_executor.h"
-#include "memory/buffers/buffer.h"
+#include <depengine/engine/engine.h>
+#include <depengine/executors/stream/stream_executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
+#include <depengine/memory/buffers/buffer.h>
+
 #include "test/executors/stream/stream_test_support.h"
 
 namespace depengine::test {
