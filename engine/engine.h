@@ -62,8 +62,8 @@
 //   elided (engine/detail/trace_recorder.h). With DEPENGINE_TRACE, the first engine of the process writes
 //   path, later ones path.2, path.3, ... Tracing adds a few microseconds per op; off, one load per op. A long or stuck
 //   run need not end to leave a trace: FlushTrace() writes what has been recorded so far, and so does a stall report
-//   (EngineOptions::stall_report_after); the file is replaced whole, so a run killed at any moment leaves the last
-//   one written.
+//   (EngineOptions::stall_report_after), which marks in it the ops still in flight; the file is replaced whole, so a
+//   run killed at any moment leaves the last one written.
 //
 // Thread safety: every member may be called from any thread, concurrently, except the destructor.
 // Cost: Push takes one spinlock per distinct variable and a pooled record. In steady state it allocates nothing for ops
@@ -120,10 +120,21 @@ struct EngineOptions {
   // Receives each error that no wait rethrew when the engine stops keeping it (see Errors above; errors.h). Null: one
   // line each on stderr, for the first ErrorLog::kStderrLines (16) errors, and a count of the rest at destruction.
   ErrorSink error_sink{};
-  // When ops are in flight and none has completed for this long, the engine hands InFlightReport() to stall_sink, once
-  // per stall, and writes the trace recorded so far if one is on (its last line then names the file). Zero: off, unless
-  // the environment variable DEPENGINE_STALL_REPORT gives a number of seconds.
-  std::chrono::milliseconds stall_report_after{0};
+  // Stall reports, on by default. When ops are in flight and none has completed for stall_report_after, the engine
+  // hands stall_sink a report, once per stall: a first line that says whether ops wait for what has not happened
+  // ("stalled") or only run long (busy, not a stall), then InFlightReport(), and a last line saying how to change or
+  // silence these reports. It also writes the trace recorded so far if one is on, with the ops in flight marked, and
+  // names the file. The watch is a thread per engine that wakes every stall_report_after / 16 (a report comes up to
+  // two such periods late); the only cost to ops is the stamp each CPU op takes as it starts, for "running for", which
+  // is paid whether reports are on or off (engine/detail/run_clock.h).
+  // kDefaultStallReportAfter is generous: a healthy program whose engine completes nothing at all for a minute is rare
+  // (one op running long is not enough to be called a stall), while a person or a CI job usually waits longer than
+  // that before killing a hung run. kNoStallReport turns reports off. Zero is refused: it meant "off" when reports
+  // were off by default. The environment variable DEPENGINE_STALL_REPORT, when set, overrides this value: a number of
+  // seconds, or 0 (or "off") for kNoStallReport.
+  static constexpr std::chrono::milliseconds kDefaultStallReportAfter{std::chrono::seconds(60)};
+  static constexpr std::chrono::milliseconds kNoStallReport = std::chrono::milliseconds::max();
+  std::chrono::milliseconds stall_report_after = kDefaultStallReportAfter;
   std::function<void(std::string_view)> stall_sink{};  // null: stderr
   // ~Engine() cancels every op that has not started (as CancelScope::Cancel does for a scope: deletions still run) and
   // waits only for those that have, so that destroying an engine with many ops queued returns in bounded time. Off:
@@ -133,8 +144,8 @@ struct EngineOptions {
 
 class Engine {
  public:
-  // Starts the executors. Throws Error if options has no executor, a null one, max_in_flight == 0, a negative
-  // stall_report_after, a DEPENGINE_STALL_REPORT that is not a number of seconds above 0, or a DEPENGINE_ENGINE_TYPE
+  // Starts the executors. Throws Error if options has no executor, a null one, max_in_flight == 0, a stall_report_after
+  // of zero or below, a DEPENGINE_STALL_REPORT that is not a number of seconds (or off), or a DEPENGINE_ENGINE_TYPE
   // other than NaiveEngine (every CPU executor replaced by an InlineExecutor) and ThreadedEngine (the default).
   explicit Engine(EngineOptions options);
   // Waits for every pushed op to complete, then stops the executors. Must not be called from inside an op.
@@ -258,12 +269,15 @@ class Engine {
   [[nodiscard]] std::optional<std::string> FailedOpName(const std::exception_ptr& error) const;
 
   // What the ops in flight wait for, in words: for each variable with ops waiting, who holds it and who waits; the
-  // wait fences not reached yet; and a wait cycle among them if there is one (an op waiting on a fence whose
-  // signaller queued behind it on a variable), naming the ops and what each waits for. Exact when the engine has
-  // stalled; a snapshot otherwise. Ops appear through the variables they hold or wait on: an op that holds a variable
-  // it mutates is named as its holder, with "[async: its function returned; its Completion has not been called]" for
-  // an async op waiting for its Completion alone; a running op that only reads or uses no variable, and one waiting
-  // on fences alone, are counted but not named. Takes every variable's locks in turn; for diagnosis, not a hot path.
+  // wait fences not reached yet; a wait cycle among them if there is one (an op waiting on a fence whose signaller
+  // queued behind it on a variable), naming the ops and what each waits for; and the pushes blocked at max_in_flight,
+  // with how long they have waited and the count they wait for. Exact when the engine has stalled; a snapshot
+  // otherwise. Ops appear through the variables they hold or wait on: an op that holds a variable it mutates is named
+  // as its holder, with "[running for 12 s]" while its function runs (a CPU op; the time is told only while stall
+  // reports are on, to a sixteenth of stall_report_after) and "[async: its function returned; its Completion has not
+  // been called]" for an async op waiting for its Completion alone; a running op that only reads or uses no variable,
+  // and one waiting on fences alone, are counted but not named. Takes every variable's locks in turn; for diagnosis,
+  // not a hot path.
   [[nodiscard]] std::string InFlightReport() const;
 
   // Ops pushed and not yet completed, at some moment during the call. (If completions keep landing between its reads

@@ -104,6 +104,9 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
     ctx.waits = &op->requirement;
   TraceRecorder* trace = op->trace_op != 0 ? trace_.recorder() : nullptr;
   const std::int64_t start = trace != nullptr ? trace->now() : 0;
+  // relaxed, here and below: a time stamp for reports (run_clock.h), which read it under a lock of a queue the op is in
+  // and may see it late; the store is to line 0, which the recycling below writes anyway.
+  op->run_stamp.store(run_clock_.now(), std::memory_order_relaxed);
   if (!op->async) {
     try {
       op->fn(ctx, nullptr);
@@ -111,6 +114,7 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
       op->error = std::current_exception();
       errors_.raise(op->error, op->name_view(), op->owner);
     }
+    op->run_stamp.store(0, std::memory_order_relaxed);
     if (trace != nullptr) trace_.cpu_op(*op, worker, start, in_flight_.upper_bound(), ctx.waits);
     finish(op, ready, ran_signal());
     return;
@@ -127,6 +131,7 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
   }
   // The record is ours until release_hold below, and the op in flight: its error (above) belongs to the WaitForAll
   // that waits for it.
+  op->run_stamp.store(0, std::memory_order_relaxed);
   // No arrows from its wait frontier: its completion may have reused that storage (learned_signal).
   if (trace != nullptr) trace_.cpu_op(*op, worker, start, in_flight_.upper_bound(), nullptr);
   release_hold(op);

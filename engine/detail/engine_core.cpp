@@ -6,6 +6,9 @@
 #include <string_view>
 #include <thread>
 #include <utility>
+#include <vector>
+
+#include <depengine/engine/detail/engine_core.h>
 
 #include <depengine/engine/detail/engine_core.h>
 #include <depengine/engine/detail/late_completions.h>
@@ -15,24 +18,38 @@ namespace {
 
 std::atomic<std::uint32_t> g_next_engine_id{1};
 
-// Whether an executor issues ahead (a stream executor): the engine then carries signals. Null entries are skipped here
-// and refused by the constructor.
-// EngineOptions::stall_report_after, or else DEPENGINE_STALL_REPORT (seconds); zero when neither is given.
+// EngineOptions::stall_report_after, unless DEPENGINE_STALL_REPORT overrides it: a number of seconds above 0, or 0 (or
+// "off") for EngineOptions::kNoStallReport.
 std::chrono::milliseconds stall_report_after(std::chrono::milliseconds option) {
-  if (option.count() != 0) {
-    if (option.count() < 0) throw Error("EngineOptions::stall_report_after is negative");
-    return option;
+  if (option.count() == 0) {
+    throw Error(
+        "EngineOptions::stall_report_after is 0, which meant off when stall reports were off by default; they are on "
+        "now: write EngineOptions::kNoStallReport to turn them off, or give a time");
   }
+  if (option.count() < 0) throw Error("EngineOptions::stall_report_after is negative");
   const char* seconds = std::getenv("DEPENGINE_STALL_REPORT");
   if (seconds == nullptr || *seconds == '\0') return option;
+  if (std::string_view(seconds) == "off") return EngineOptions::kNoStallReport;
   char* end = nullptr;
   const double value = std::strtod(seconds, &end);
-  if (end == seconds || *end != '\0' || !(value > 0) || value > 1e6) {
-    throw Error("DEPENGINE_STALL_REPORT='" + std::string(seconds) + "': expected a number of seconds, above 0");
+  if (end == seconds || *end != '\0' || !(value >= 0) || value > 1e6) {
+    throw Error("DEPENGINE_STALL_REPORT='" + std::string(seconds) +
+                "': expected a number of seconds, or 0 (or off) to turn stall reports off");
   }
+  if (value == 0) return EngineOptions::kNoStallReport;
   return std::chrono::milliseconds(std::max<std::int64_t>(1, static_cast<std::int64_t>(value * 1000)));
 }
 
+// The run clock's period for a stall watch reporting after `after` (none when reports are off): a fraction of it, so
+// that "running for" is told to that fraction, but not below a millisecond, a watch that wakes at most 1,000 times a
+// second even when a test sets a few milliseconds.
+std::chrono::nanoseconds run_clock_period(std::chrono::milliseconds after) {
+  if (after == EngineOptions::kNoStallReport) return std::chrono::nanoseconds{0};
+  return std::max<std::chrono::nanoseconds>(after / RunClock::kTicksPerReport, std::chrono::milliseconds(1));
+}
+
+// Whether an executor issues ahead (a stream executor): the engine then carries signals. Null entries are skipped here
+// and refused by the constructor.
 bool any_issues_ahead(const std::vector<std::unique_ptr<Executor>>& executors) noexcept {
   for (const auto& executor : executors) {
     if (executor != nullptr && executor->issues_ahead()) return true;
@@ -62,6 +79,8 @@ EngineCore::EngineCore(EngineOptions options)
     : executors_(apply_engine_type(std::move(options.executors))),
       has_streams_(any_issues_ahead(executors_)),
       cancel_on_destruction_(options.cancel_on_destruction),
+      stall_after_(stall_report_after(options.stall_report_after)),
+      run_clock_(run_clock_period(stall_after_)),
       vars_(g_next_engine_id.fetch_add(1, std::memory_order_relaxed), has_streams_),  // relaxed: only uniqueness
       tracker_(TrackerOptions{.max_axes = kMaxEngineAxes}),
       errors_(std::move(options.error_sink)),
@@ -79,7 +98,6 @@ EngineCore::EngineCore(EngineOptions options)
                 " (kMaxEngineAxes, the capacity of a wait frontier): give the stream executors fewer devices or fewer "
                 "streams per device (StreamExecutorOptions), or split the devices over several engines");
   }
-  const std::chrono::milliseconds stall_after = stall_report_after(options.stall_report_after);
   if (cancel_on_destruction_) {
     teardown_error_ = std::make_exception_ptr(
         Cancelled("cancelled: the engine was destroyed before the op ran (EngineOptions::cancel_on_destruction)"));
@@ -89,21 +107,44 @@ EngineCore::EngineCore(EngineOptions options)
   if (const char* path = std::getenv("DEPENGINE_TRACE"); path != nullptr && *path != '\0') {
     start_trace(EngineTrace::env_path(path));
   }
-  if (stall_after.count() > 0) start_stall_watch(stall_after, std::move(options.stall_sink));
+  if (stall_after_ != EngineOptions::kNoStallReport) start_stall_watch(std::move(options.stall_sink));
 }
 
-void EngineCore::start_stall_watch(std::chrono::milliseconds after, std::function<void(std::string_view)> sink) {
+void EngineCore::start_stall_watch(std::function<void(std::string_view)> sink) {
   if (sink == nullptr) {
     sink = [](std::string_view report) {
-      std::fprintf(stderr, "depengine: no op completed for a while\n%.*s", static_cast<int>(report.size()),
-                   report.data());
+      std::fprintf(stderr, "%.*s", static_cast<int>(report.size()), report.data());
     };
   }
   stall_watch_ = std::make_unique<StallWatch>(
-      after, StallWatch::Probe{.retired = [this] { return std::uint64_t{in_flight_.retired()}; },
-                               .in_flight = [this] { return in_flight_.upper_bound(); },
-                               .report = [this] { return in_flight_report() + flush_trace_for_report(); },
-                               .sink = std::move(sink)});
+      stall_after_, run_clock_,
+      StallWatch::Probe{.retired = [this] { return std::uint64_t{in_flight_.retired()}; },
+                        .in_flight = [this] { return in_flight_.upper_bound(); },
+                        .report = [this](std::chrono::nanoseconds quiet) { return stall_report(quiet); },
+                        .sink = std::move(sink)});
+}
+
+// The headline says which kind of quiet this is: ops waiting for what has not happened (a stall), or only ops that run
+// long, which a user should not be told is a hang; the footer, how to change or silence these reports.
+std::string EngineCore::stall_report(std::chrono::nanoseconds quiet) {
+  const InFlightSnapshot snapshot = snapshot_in_flight();
+  const std::string quiet_text = "no op has completed for " + duration_text(quiet);
+  std::string out;
+  if (snapshot.stuck) {
+    out = "depengine: stalled: " + quiet_text + ", and ops in flight wait for what has not happened (below)\n";
+  } else if (snapshot.running > 0) {
+    out = "depengine: " + quiet_text + ", while " + std::to_string(snapshot.running) +
+          " ops run (below, with how long): busy, not a stall, unless a function waits inside for what will not come\n";
+  } else {
+    out = "depengine: " + quiet_text + "\n";
+  }
+  out += snapshot.text;
+  out += flush_trace_for_report(snapshot);
+  out += "  (stall reports come after EngineOptions::stall_report_after without a completion: here " +
+         duration_text(stall_after_) + ", by default " + duration_text(EngineOptions::kDefaultStallReportAfter) +
+         "; DEPENGINE_STALL_REPORT=<seconds> sets the time, and DEPENGINE_STALL_REPORT=0 turns them off, as does "
+         "EngineOptions::kNoStallReport)\n";
+  return out;
 }
 
 void EngineCore::flush_trace() const {
@@ -112,12 +153,15 @@ void EngineCore::flush_trace() const {
   recorder->write();
 }
 
-// For a stall report: writes the trace on, if any, and says where (or why it could not).
-std::string EngineCore::flush_trace_for_report() const {
+// For a stall report: writes the trace on, if any, with the ops in flight marked, and says where (or why it could not).
+std::string EngineCore::flush_trace_for_report(const InFlightSnapshot& snapshot) const {
   TraceRecorder* recorder = trace_.recorder();
   if (recorder == nullptr) return {};
   try {
-    recorder->write();
+    std::vector<TraceRecorder::Mark> marks;
+    marks.reserve(snapshot.ops.size());
+    for (const InFlightSnapshot::Op& op : snapshot.ops) marks.push_back(TraceRecorder::Mark{op.name, op.state});
+    recorder->write(marks);
     return "the trace so far is in " + recorder->path() + "\n";
   } catch (const Error& e) {
     return std::string("the trace so far could not be written: ") + e.what() + "\n";
@@ -168,8 +212,10 @@ ReportHook EngineCore::at_report(std::function<std::string()> describe) {
   return ReportHook(std::move(state));
 }
 
-std::string EngineCore::in_flight_report() {
-  std::string report = build_in_flight_report(vars_, in_flight_.now());
+InFlightSnapshot EngineCore::snapshot_in_flight() {
+  const std::size_t count = in_flight_.now();
+  InFlightSnapshot snapshot = build_in_flight_report(vars_, count, run_clock_);
+  for (const InFlight::Blocked& blocked : in_flight_.blocked()) add_blocked(snapshot, blocked, count, in_flight_.max());
   std::vector<std::shared_ptr<ReportHook::State>> hooks;
   {
     std::lock_guard lock(hooks_mutex_);
@@ -177,9 +223,9 @@ std::string EngineCore::in_flight_report() {
   }
   for (const auto& hook : hooks) {
     std::lock_guard lock(hook->mutex);  // a cancel() meanwhile waits for the call to return
-    if (!hook->done) report += hook->fn();
+    if (!hook->done) snapshot.text += hook->fn();
   }
-  return report;
+  return snapshot;
 }
 
 // Calls every hook not cancelled, each under its own mutex (a cancel() meanwhile waits for the call to return).

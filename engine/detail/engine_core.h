@@ -18,7 +18,8 @@
 //   stream_graph.{h,cpp}  a captured graph of stream ops, replayed as one stream op (recorded once on CUDA and HIP)
 //   error_log.{h,cpp}     which errors no wait reported yet, and the error sink
 //   in_flight_report.{h,cpp}  what the ops in flight wait for, and wait cycles (Engine::InFlightReport)
-//   stall_watch.{h,cpp}   the thread that prints that report when nothing completes for a while
+//   stall_watch.{h,cpp}   the thread that prints that report when nothing completes for a while (on by default)
+//   run_clock.h           the coarse clock the stall watch keeps, which CPU ops stamp as they start ("running for")
 //   engine_trace.{h,cpp}  where traces hook in (trace_recorder.{h,cpp} writes the file)
 //   running.h             what the calling thread is running (nested executors, waits from inside ops)
 //
@@ -39,6 +40,7 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
 #include <cstdint>
 #include <exception>
@@ -56,6 +58,7 @@
 #include <depengine/engine/detail/in_flight_report.h>
 #include <depengine/engine/detail/op_function.h>
 #include <depengine/engine/detail/op_record.h>
+#include <depengine/engine/detail/run_clock.h>
 #include <depengine/engine/detail/running.h>
 #include <depengine/engine/detail/stall_watch.h>
 #include <depengine/engine/detail/var_table.h>
@@ -87,7 +90,7 @@ class EngineCore final : public ExecutorHost {
   // The ops in flight at one moment during the call (Engine::InFlight).
   [[nodiscard]] std::size_t in_flight_now() const noexcept { return in_flight_.now(); }
   // Engine::InFlightReport (in_flight_report.h), with what the report hooks add.
-  [[nodiscard]] std::string in_flight_report();
+  [[nodiscard]] std::string in_flight_report() { return snapshot_in_flight().text; }
   [[nodiscard]] std::optional<std::string> failed_op_name(const std::exception_ptr& error) {
     return errors_.op_of(error);
   }
@@ -124,7 +127,6 @@ class EngineCore final : public ExecutorHost {
   void stop_trace();
   // Engine::FlushTrace: writes the trace on now as recorded so far; throws Error if none is on.
   void flush_trace() const;
-  [[nodiscard]] std::string flush_trace_for_report() const;
   // Waits for every op, calls the shutdown hooks, reports an unreported error to stderr, writes a trace that is on,
   // and stops the executors.
   void shutdown() noexcept;
@@ -179,6 +181,8 @@ class EngineCore final : public ExecutorHost {
   [[nodiscard]] OpRecord* record_for(Executor* executor, const PushOptions& options, bool async);
   void gather_uses(OpRecord* op, VarList reads, VarList mutates) const;
   void submit_new(OpRecord* op, const char* api);
+  // Out of line, as refuse_closed() alone was before it, so that the push's common path keeps its registers.
+  [[gnu::cold, gnu::noinline]] void admit_at_bound(OpRecord* op, const char* api);
   void grant(OpRecord* op, TaskList* ready) noexcept;
   void hand_on(OpRecord* op, TaskList* ready) noexcept;
   [[gnu::cold]] void run_pushed(OpRecord* op) noexcept;
@@ -257,7 +261,13 @@ class EngineCore final : public ExecutorHost {
 
   // engine_core.cpp
   void call_hooks() noexcept;
-  void start_stall_watch(std::chrono::milliseconds after, std::function<void(std::string_view)> sink);
+  void start_stall_watch(std::function<void(std::string_view)> sink);
+  // What the ops in flight wait for (in_flight_report.h), the pushes blocked at the bound, and what the report hooks
+  // add.
+  [[nodiscard]] InFlightSnapshot snapshot_in_flight();
+  // The stall watch's report, after `quiet` without a completion; writes the trace on, if any, with the ops in flight.
+  [[nodiscard]] std::string stall_report(std::chrono::nanoseconds quiet);
+  [[nodiscard]] std::string flush_trace_for_report(const InFlightSnapshot& snapshot) const;
 
   // Immutable after construction.
   std::vector<std::unique_ptr<Executor>> executors_;
@@ -269,6 +279,11 @@ class EngineCore final : public ExecutorHost {
   // teardown_error_ (made at construction, so destruction allocates nothing). Read by every op before it runs.
   const bool cancel_on_destruction_;
   std::atomic<bool> cancelling_{false};
+  // EngineOptions::stall_report_after, or DEPENGINE_STALL_REPORT's; EngineOptions::kNoStallReport when off.
+  const std::chrono::milliseconds stall_after_;
+  // Stamped on every CPU op as its function starts (execute()), beside cancelling_, which every op reads too; advanced
+  // by the stall watch (run_clock.h).
+  RunClock run_clock_;
   std::exception_ptr teardown_error_;
 
   VarTable vars_;
@@ -290,7 +305,7 @@ class EngineCore final : public ExecutorHost {
   // raising a fence. Such a thread may run or retire the op and still be inside the engine or an executor afterwards,
   // so shutdown() frees nothing until none is. Written by those threads only, on a line of its own.
   alignas(64) std::atomic<std::uint32_t> foreign_threads_{0};
-  // EngineOptions::stall_report_after; null when off. Stopped by shutdown() once every op has completed.
+  // Null when stall reports are off. Stopped by shutdown() once every op has completed.
   std::unique_ptr<StallWatch> stall_watch_;
 
   // Counts the calling thread in foreign_threads_ for its lifetime.

@@ -1,4 +1,6 @@
 #include <algorithm>
+#include <optional>
+#include <sstream>
 
 #include <depengine/engine/detail/in_flight.h>
 #include <depengine/support/spinlock.h>
@@ -62,33 +64,43 @@ std::size_t InFlight::now() const noexcept {
   return difference(pushed, retired);
 }
 
-bool InFlight::admit(bool exempt) {
-  if (exempt) {
-    // relaxed: counting only; the op's publication is ordered by the variable locks.
-    pushed_.fetch_add(1, std::memory_order_relaxed);
-    return true;
+// Lists the calling thread, waiting at the bound, in waiting_ for its lifetime (blocked()).
+class InFlight::Listed {
+ public:
+  Listed(InFlight& in_flight, const char* api, std::string_view name, std::size_t graph_ops, std::size_t resumes_at)
+      : in_flight_(in_flight),
+        waiting_{api, name, graph_ops, resumes_at, std::this_thread::get_id(), std::chrono::steady_clock::now()} {
+    std::lock_guard lock(in_flight_.waiting_mutex_);
+    waiting_.next = in_flight_.waiting_;
+    in_flight_.waiting_ = &waiting_;
   }
-  if (closed_.load(std::memory_order_relaxed)) [[unlikely]]  // relaxed: see close()
-    return false;
-  // relaxed throughout: the bound is a count, not a hand-off. A stale view of retired_ only overestimates what is in
-  // flight, so the bound is never exceeded; the compare-exchange makes concurrent pushers exact among themselves.
-  std::size_t pushed = pushed_.load(std::memory_order_relaxed);
-  while (difference(pushed, retired_view_.load(std::memory_order_relaxed)) < max_) {
-    if (pushed_.compare_exchange_weak(pushed, pushed + 1, std::memory_order_relaxed)) return true;
+  ~Listed() {
+    std::lock_guard lock(in_flight_.waiting_mutex_);
+    Waiting** link = &in_flight_.waiting_;
+    while (*link != &waiting_) link = &(*link)->next;
+    *link = waiting_.next;
   }
-  return admit_at_bound();
-}
+  Listed(const Listed&) = delete;
+  Listed& operator=(const Listed&) = delete;
 
-// admit() of an op that its view of retired_ puts at the bound: looks at the slots, and waits while the bound is
-// reached.
-bool InFlight::admit_at_bound() {
-  // relaxed throughout: as in admit().
+ private:
+  InFlight& in_flight_;
+  Waiting waiting_;
+};
+
+// An op that try_admit() found at the bound by its view of retired_: looks at the slots, and waits while the bound is
+// reached. Off the push's common path, it lists itself for reports (a node on its stack, a mutex) once it waits.
+bool InFlight::admit_at_bound(const char* api, std::string_view name) {
+  if (closed_.load(std::memory_order_relaxed)) return false;  // relaxed: see close()
+  std::optional<Listed> listed;                               // from the first wait on
+  // relaxed throughout: as in try_admit().
   std::size_t pushed = pushed_.load(std::memory_order_relaxed);
   for (;;) {
     if (difference(pushed, retired_view_.load(std::memory_order_relaxed)) >= max_) {
       const std::size_t retired = retired_total(std::memory_order_relaxed);
       retired_view_.store(retired, std::memory_order_relaxed);
       if (difference(pushed, retired) >= max_) {
+        if (!listed.has_value()) listed.emplace(*this, api, name, 0, low_water_);
         wait_at_most(low_water_);
         pushed = pushed_.load(std::memory_order_relaxed);
         continue;
@@ -100,24 +112,44 @@ bool InFlight::admit_at_bound() {
 
 bool InFlight::admit_many(std::size_t count, bool exempt) {
   if (exempt) {
-    // relaxed: as in admit().
+    // relaxed: as in try_admit().
     pushed_.fetch_add(count, std::memory_order_relaxed);
     return true;
   }
   if (closed_.load(std::memory_order_relaxed)) [[unlikely]]  // relaxed: see close()
     return false;
-  // relaxed throughout: as in admit(). The waits are for the levels leave() announces: the low water mark when the
+  // relaxed throughout: as in try_admit(). The waits are for the levels leave() announces: the low water mark when the
   // replay fits above it, else zero.
   const std::size_t level = count <= max_ - low_water_ ? low_water_ : 0;
+  std::optional<Listed> listed;  // from the first wait on
   std::size_t pushed = pushed_.load(std::memory_order_relaxed);
   for (;;) {
     if (difference(pushed, retired_total(std::memory_order_relaxed)) + count > max_) {
+      if (!listed.has_value()) listed.emplace(*this, "Replay", std::string_view{}, count, level);
       wait_at_most(level);
       pushed = pushed_.load(std::memory_order_relaxed);
       continue;
     }
     if (pushed_.compare_exchange_weak(pushed, pushed + count, std::memory_order_relaxed)) return true;
   }
+}
+
+std::vector<InFlight::Blocked> InFlight::blocked() const {
+  const auto now = std::chrono::steady_clock::now();
+  std::vector<Blocked> out;
+  std::lock_guard lock(waiting_mutex_);
+  for (const Waiting* waiting = waiting_; waiting != nullptr; waiting = waiting->next) {
+    std::string what = waiting->api;
+    if (waiting->graph_ops > 0) {
+      what += " of a graph of " + std::to_string(waiting->graph_ops) + " ops";
+    } else {
+      what += waiting->name.empty() ? " of an unnamed op" : " of op '" + std::string(waiting->name) + "'";
+    }
+    std::ostringstream thread;
+    thread << waiting->thread;
+    out.push_back(Blocked{std::move(what), waiting->resumes_at, thread.str(), now - waiting->since});
+  }
+  return out;
 }
 
 void InFlight::leave(std::size_t ops) noexcept {

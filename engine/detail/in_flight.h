@@ -19,10 +19,10 @@
 // Happens-before: when wait_at_most(level) returns, the effects of every op retired so far (everything done before its
 // leave()) are visible to the caller.
 //
-// Thread safety: every member from any thread. Cost: admit() is one relaxed compare-exchange on the pushers' line
-// (and, for a push from outside an op, one load of the closed flag, a line written once);
-// leave() one seq_cst increment on the calling thread's slot and one load of the sleepers' line (cached everywhere
-// while no one waits); a total (waits, a push at the bound, reports) reads kRetireSlots lines. Allocation: none.
+// Thread safety: every member from any thread. Cost: try_admit() (inline) is one relaxed compare-exchange on the
+// pushers' line (and, for a push from outside an op, one load of the closed flag, a line written once); leave() one
+// seq_cst increment on the calling thread's slot and one load of the sleepers' line (cached everywhere while no one
+// waits); a total (waits, a push at the bound, reports) reads kRetireSlots lines. Allocation: none.
 #pragma once
 
 #include <atomic>
@@ -33,6 +33,10 @@
 #include <memory>
 #include <mutex>
 #include <span>
+#include <string>
+#include <string_view>
+#include <thread>
+#include <vector>
 
 #include <depengine/executors/executor.h>
 
@@ -44,16 +48,37 @@ class InFlight {
   // falls to 3/4 of it. `helpers` are the executors whose queued work waiting threads run; they must outlive this.
   InFlight(std::size_t max, std::span<const std::unique_ptr<Executor>> helpers) noexcept;
 
-  // Counts one op in and returns true. Unless `exempt` (an op pushed from inside a running op, or by the engine itself:
-  // waiting there could deadlock), waits first while the bound is reached, helping meanwhile; and once close() was
-  // called, counts nothing and returns false.
-  [[nodiscard]] bool admit(bool exempt);
-  // Counts `count` ops in at once (a replay, admitted whole), as admit(): unless exempt, waits first until all of them
-  // fit under the bound. `count` must be at most max().
+  // Counts one op in and returns true, unless the bound is reached or close() was called: then counts nothing and
+  // returns false, and the caller, unless it gives up, calls admit_at_bound(). An `exempt` op (pushed from inside a
+  // running op, or by the engine itself: waiting there could deadlock) is always counted in. Never blocks. Inline: the
+  // call cost a push more than the admission itself (bench/engine/count_instructions.sh: 750 -> 737 per op).
+  [[nodiscard]] bool try_admit(bool exempt) noexcept {
+    if (exempt) {
+      // relaxed: counting only; the op's publication is ordered by the variable locks.
+      pushed_.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
+    if (closed_.load(std::memory_order_relaxed)) [[unlikely]]  // relaxed: see close()
+      return false;
+    // relaxed throughout: the bound is a count, not a hand-off. A stale view of retired_ only overestimates what is in
+    // flight, so the bound is never exceeded; the compare-exchange makes concurrent pushers exact among themselves.
+    std::size_t pushed = pushed_.load(std::memory_order_relaxed);
+    for (;;) {
+      const std::size_t retired = retired_view_.load(std::memory_order_relaxed);
+      if (pushed > retired && pushed - retired >= max_) return false;  // a view ahead of pushed_ counts as none
+      if (pushed_.compare_exchange_weak(pushed, pushed + 1, std::memory_order_relaxed)) return true;
+    }
+  }
+  // A push that try_admit() did not count in: waits while the bound is reached, helping meanwhile, then counts one op
+  // in and returns true; once close() was called, counts nothing and returns false. While it waits, blocked() names it
+  // after `api` ("Push") and `name` (the op's, or empty), which must stay valid until it returns.
+  [[nodiscard]] bool admit_at_bound(const char* api, std::string_view name);
+  // Counts `count` ops in at once (a replay, admitted whole), as try_admit() then admit_at_bound(): unless exempt,
+  // waits first until all of them fit under the bound. `count` must be at most max().
   [[nodiscard]] bool admit_many(std::size_t count, bool exempt);
   [[nodiscard]] std::size_t max() const noexcept { return max_; }
-  // The engine is being destroyed: admit() refuses every op but the exempt ones (the ops still running may push the
-  // rest of their work). A push racing with the engine's destruction is the user's race: this turns the pushes made
+  // The engine is being destroyed: the admissions refuse every op but the exempt ones (the ops still running may push
+  // the rest of their work). A push racing with the engine's destruction is the user's race: this turns the pushes made
   // after it into errors.
   void close() noexcept {
     // relaxed: see above; the flag is the only thing it tells.
@@ -61,6 +86,16 @@ class InFlight {
   }
   // Counts `ops` ops out (retired), and wakes the threads waiting for the level now reached.
   void leave(std::size_t ops = 1) noexcept;
+
+  // A push or replay waiting in admit_at_bound() or admit_many(), as a report names it.
+  struct Blocked {
+    std::string what;                 // "Push of op 'load'", "Push of an unnamed op", "Replay of a graph of 12 ops"
+    std::size_t resumes_at;           // the count of ops in flight at which it goes on
+    std::string thread;               // the waiting thread's std::thread::id
+    std::chrono::nanoseconds waited;  // how long it has waited
+  };
+  // The pushes and replays waiting at the bound now. Takes a mutex that only waits at the bound take; allocates.
+  [[nodiscard]] std::vector<Blocked> blocked() const;
 
   // Ops retired so far: a count of progress (the stall watch).
   [[nodiscard]] std::size_t retired() const noexcept {
@@ -101,8 +136,17 @@ class InFlight {
   // Out of line, so that leave() saves no registers: its common case is a thread that has retired ops before and finds
   // no sleeper.
   [[gnu::noinline]] void leave_first(std::size_t ops) noexcept;
-  // Out of line, as above: admit()'s common case finds its view of retired_ below the bound.
-  [[gnu::noinline]] bool admit_at_bound();
+  // A thread waiting at the bound, for blocked(): on its stack (in a Listed), linked into waiting_ while it waits.
+  struct Waiting {
+    const char* api;
+    std::string_view name;
+    std::size_t graph_ops;   // a replay's count of ops; 0 for a push
+    std::size_t resumes_at;  // the level it waits for
+    std::thread::id thread;
+    std::chrono::steady_clock::time_point since;
+    Waiting* next = nullptr;
+  };
+  class Listed;
   [[gnu::noinline]] void wake_sleepers(std::uint64_t sleepers) noexcept;
   // `sleeper` is what the thread adds to sleepers_ while asleep (0: it waits for no level).
   void help_until(bool (*done)(const void* context), const void* context, std::uint64_t sleeper);
@@ -141,6 +185,9 @@ class InFlight {
   // Whether wake_helpers() rang since a helper last went to sleep: the executor's later calls return at once, so a
   // burst of work pays one wake-up. Cleared by a helper before it counts itself asleep.
   std::atomic<bool> rung_{false};
+  // The threads waiting at the bound (blocked()): touched only by them and by reports.
+  mutable std::mutex waiting_mutex_;
+  Waiting* waiting_ = nullptr;  // guarded by waiting_mutex_
   alignas(64) std::mutex wake_mutex_;
   std::condition_variable wake_cv_;
   std::uint64_t rings_ = 0;  // guarded by wake_mutex_: how many times wake_helpers() rang

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -18,7 +19,11 @@ constexpr std::size_t kMaxListedVars = 32;  // variables named in full; the rest
 
 // An op as the report saw it: copied under the lock of a variable it waits in.
 struct SeenOp {
-  std::string label;                  // "op #3 'forward'" or "op #3"; WaitForVar's and WaitForAll's own ops say so
+  std::string name;                   // "op #3 'forward'" or "op #3"; WaitForVar's and WaitForAll's own ops say so
+  std::string label;                  // the name, and in brackets whether it runs or waits for its Completion
+  std::string running;                // "running for 2.0 s" while its function runs; else empty
+  bool completion_pending = false;    // an async op whose function returned: it waits for its Completion alone
+  std::vector<std::string> states;    // what it holds and waits for, for a trace's marks
   std::vector<Fence> unreached;       // wait fences not reached when seen
   std::vector<Fence> signals;         // signal fences
   std::vector<std::size_t> waits_on;  // ops (indices) it waits for
@@ -52,6 +57,8 @@ const char* access_text(Access access) {
 
 class Builder {
  public:
+  explicit Builder(const RunClock& clock) : clock_(clock) {}
+
   void visit(VarState& var) {
     var.inspect([&](std::int32_t reads, const VarUse* first) {
       if (first == nullptr) return;
@@ -63,10 +70,12 @@ class Builder {
     });
   }
 
-  std::string finish(std::size_t in_flight) {
+  InFlightSnapshot finish(std::size_t in_flight) {
     draw_edges();
-    std::string out = "depengine: " + std::to_string(in_flight) + " ops in flight; " + std::to_string(vars_.size()) +
-                      " variables with ops waiting\n";
+    InFlightSnapshot snapshot;
+    std::string& out = snapshot.text;
+    out = "depengine: " + std::to_string(in_flight) + " ops in flight; " + std::to_string(vars_.size()) +
+          " variables with ops waiting\n";
     if (ops_.size() < in_flight) {
       out +=
           "  (named below: the ops that hold or wait for a variable; running ops that only read, counted per "
@@ -79,8 +88,21 @@ class Builder {
     for (const SeenOp& op : ops_) {
       for (const Fence& fence : op.unreached) out += "  " + op.label + " waits for " + fence_text(fence) + "\n";
     }
-    out += cycle_text();
-    return out;
+    const std::string cycle = cycle_text();
+    out += cycle;
+    note_states();
+    snapshot.stuck = !cycle.empty();
+    for (SeenOp& op : ops_) {
+      snapshot.running += op.running.empty() ? 0 : 1;
+      snapshot.stuck = snapshot.stuck || op.completion_pending || !op.unreached.empty();
+      std::string state;
+      for (const std::string& part : op.states) {
+        if (!state.empty()) state += "; ";
+        state += part;
+      }
+      snapshot.ops.push_back(InFlightSnapshot::Op{std::move(op.name), std::move(state)});
+    }
+    return snapshot;
   }
 
  private:
@@ -91,8 +113,9 @@ class Builder {
       const auto [it, fresh] = index_.try_emplace(instance, ops_.size());
       if (fresh) {
         SeenOp seen;
-        seen.label = "op #" + std::to_string(ops_.size() + 1) + " (replay " + std::to_string(instance->replay) +
-                     " of a graph of " + std::to_string(instance->plan.size()) + " ops)";
+        seen.name = "op #" + std::to_string(ops_.size() + 1) + " (replay " + std::to_string(instance->replay) +
+                    " of a graph of " + std::to_string(instance->plan.size()) + " ops)";
+        seen.label = seen.name;
         ops_.push_back(std::move(seen));
       }
       return it->second;
@@ -101,16 +124,21 @@ class Builder {
     const auto [it, fresh] = index_.try_emplace(op, ops_.size());
     if (!fresh) return it->second;
     SeenOp seen;
-    seen.label = "op #" + std::to_string(ops_.size() + 1);
+    seen.name = "op #" + std::to_string(ops_.size() + 1);
     if (op->internal) {
-      seen.label += " (a wait of the engine's own: WaitForVar or WaitForAll)";
+      seen.name += " (a wait of the engine's own: WaitForVar or WaitForAll)";
     } else if (!op->name_view().empty()) {
-      seen.label += " '" + std::string(op->name_view()) + "'";
+      seen.name += " '" + std::string(op->name_view()) + "'";
     }
-    // An async op seen in a queue has not completed (its completion would need the queue's locks, held here); one hold
-    // left means its function has returned (completion.cpp, release_hold): it waits for its Completion alone.
-    // relaxed: a snapshot for the report; the record stays the op's while it is in the queue.
-    if (op->async && !op->replay_completion && op->holds.load(std::memory_order_relaxed) == 1) {
+    seen.label = seen.name;
+    // relaxed, both: a snapshot for the report; the record stays the op's while it is in the queue.
+    if (const RunClock::Tick since = op->run_stamp.load(std::memory_order_relaxed); since != 0) {
+      seen.running = clock_.period().count() > 0 ? "running for " + duration_text(clock_.elapsed(since)) : "running";
+      seen.label += " [" + seen.running + "]";
+    } else if (op->async && !op->replay_completion && op->holds.load(std::memory_order_relaxed) == 1) {
+      // An async op seen in a queue has not completed (its completion would need the queue's locks, held here); one
+      // hold left means its function has returned (completion.cpp, release_hold): it waits for its Completion alone.
+      seen.completion_pending = true;
       seen.label += " [async: its function returned; its Completion has not been called]";
     }
     if (op->waits_fences) {
@@ -141,6 +169,32 @@ class Builder {
           }
         }
       }
+    }
+  }
+
+  // Each op's state in words, for the trace's marks: running or waiting for its Completion, what it holds, and what
+  // it waits for.
+  void note_states() {
+    for (SeenOp& op : ops_) {
+      if (!op.running.empty()) op.states.push_back(op.running);
+      if (op.completion_pending) op.states.emplace_back("its function returned; its Completion has not been called");
+    }
+    for (const SeenVar& var : vars_) {
+      std::string v = "v";  // not "v" + to_string(): GCC 12 warns of a false overlap there (-Wrestrict)
+      v += std::to_string(var.slot);
+      const auto& [first, access] = var.uses.front();
+      if (var.running_reads > 0) {
+        ops_[first].states.push_back("waits on " + v + " behind " + std::to_string(var.running_reads) +
+                                     " reads running");
+      } else if (access != Access::kRead) {
+        ops_[first].states.push_back("holds " + v + " (" + access_text(access) + ")");
+      }
+      for (std::size_t i = 1; i < var.uses.size(); ++i) {
+        ops_[var.uses[i].first].states.push_back("waits on " + v + " behind " + ops_[var.uses[i - 1].first].label);
+      }
+    }
+    for (SeenOp& op : ops_) {
+      for (const Fence& fence : op.unreached) op.states.push_back("waits for " + fence_text(fence));
     }
   }
 
@@ -207,6 +261,7 @@ class Builder {
     return out;
   }
 
+  const RunClock& clock_;
   std::vector<SeenOp> ops_;
   std::unordered_map<const void*, std::size_t> index_;  // an OpRecord or a GraphInstance
   std::vector<SeenVar> vars_;
@@ -214,10 +269,35 @@ class Builder {
 
 }  // namespace
 
-std::string build_in_flight_report(VarTable& vars, std::size_t in_flight) {
-  Builder builder;
+InFlightSnapshot build_in_flight_report(VarTable& vars, std::size_t in_flight, const RunClock& clock) {
+  Builder builder(clock);
   vars.for_each([&builder](VarState& var) { builder.visit(var); });
   return builder.finish(in_flight);
+}
+
+void add_blocked(InFlightSnapshot& snapshot, const InFlight::Blocked& blocked, std::size_t in_flight, std::size_t max) {
+  std::string state = "blocked at EngineOptions::max_in_flight (" + std::to_string(max) + ") for " +
+                      duration_text(blocked.waited) + ", on thread " + blocked.thread + ": it waits for the " +
+                      std::to_string(in_flight) + " ops in flight to fall to " + std::to_string(blocked.resumes_at);
+  snapshot.text += "  " + blocked.what + " is " + state +
+                   " (if that thread is the one to complete them, with a Completion or a fence, it never will: do that "
+                   "from another thread, or raise the bound)\n";
+  snapshot.ops.push_back(InFlightSnapshot::Op{blocked.what, std::move(state)});
+}
+
+std::string duration_text(std::chrono::nanoseconds duration) {
+  const double seconds = std::chrono::duration<double>(duration).count();
+  char text[32];
+  if (seconds < 1) {
+    std::snprintf(text, sizeof text, "%.0f ms", seconds * 1e3);
+  } else if (seconds < 10) {
+    std::snprintf(text, sizeof text, "%.1f s", seconds);
+  } else if (seconds < 600) {
+    std::snprintf(text, sizeof text, "%.0f s", seconds);
+  } else {
+    std::snprintf(text, sizeof text, "%.0f min", seconds / 60);
+  }
+  return text;
 }
 
 }  // namespace depengine::detail

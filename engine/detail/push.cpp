@@ -242,9 +242,15 @@ void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const
               ": the engine is being destroyed; only ops running in it may still push (the rest of their work)");
 }
 
+// A push that try_admit() did not count in: waits at the bound (named in reports meanwhile), or, once the engine's
+// destruction has begun, refuses the op.
+void EngineCore::admit_at_bound(OpRecord* op, const char* api) {
+  if (!in_flight_.admit_at_bound(api, op->name_view())) refuse_closed(op, api);
+}
+
 void EngineCore::submit_new(OpRecord* op, const char* api) {
-  if (!in_flight_.admit(op->internal || t_running.engine == this)) [[unlikely]]
-    refuse_closed(op, api);
+  if (!in_flight_.try_admit(op->internal || t_running.engine == this)) [[unlikely]]
+    admit_at_bound(op, api);
   const bool self_grant = pusher_grants(op);
   const std::int32_t granted = publish(op, self_grant);
   if (granted < 0) {

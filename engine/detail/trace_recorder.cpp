@@ -110,7 +110,8 @@ void TraceRecorder::device_waits(std::uint64_t issued, std::uint64_t elided) {
   waits_.push_back(Counter{at, issued, elided});
 }
 
-void TraceRecorder::write() const {
+void TraceRecorder::write(std::span<const Mark> marks) const {
+  const std::int64_t written_at = now();
   std::lock_guard lock(mutex_);
   std::string out = "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
   out += R"({"ph":"M","name":"process_name","pid":1,"args":{"name":"depengine"}})";
@@ -165,6 +166,22 @@ void TraceRecorder::write() const {
     out += ",\n{\"ph\":\"C\",\"name\":\"device waits\",\"pid\":1,\"ts\":";
     append_us(out, c.at);
     out += ",\"args\":{\"issued\":" + std::to_string(c.a) + ",\"elided\":" + std::to_string(c.b) + "}}";
+  }
+  if (!marks.empty()) {
+    const std::string tid = std::to_string(lanes_.size() + 1);
+    out += ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":" + tid +
+           ",\"args\":{\"name\":\"in flight at "
+           "stall\"}},\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":1,\"tid\":" +
+           tid + ",\"args\":{\"sort_index\":-1}}";
+    for (const Mark& mark : marks) {
+      out += ",\n{\"ph\":\"i\",\"s\":\"t\",\"cat\":\"in flight\",\"name\":\"";
+      append_escaped(out, mark.name);
+      out += "\",\"pid\":1,\"tid\":" + tid + ",\"ts\":";
+      append_us(out, written_at);
+      out += ",\"args\":{\"state\":\"";
+      append_escaped(out, mark.state);
+      out += "\"}}";
+    }
   }
   out += "\n]}\n";
 

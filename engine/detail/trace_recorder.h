@@ -21,7 +21,10 @@
 //     ops are read from the op's wait frontier: the last op it depends on of each stream (the earlier ones its FIFO
 //     order implies), whatever released it, also when it was ready at its push;
 //   - counters: "ops in flight" at each op's end, and, with stream executors, "device waits" (issued; elided,
-//     dominated or found complete) at each stream op's completion.
+//     dominated or found complete) at each stream op's completion;
+//   - in a file a stall report wrote: one instant event ("ph":"i", "cat":"in flight") per op the report named, on a
+//   lane
+//     "in flight at stall", at the moment of writing, with what the op was doing then in args.state.
 // Not recorded: ops pushed before the trace started, ops skipped because of an error, and the engine's own ops
 // (the ones behind WaitForVar and WaitForAll). An arrow whose two ops are not both recorded is left out.
 //
@@ -34,6 +37,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -92,9 +96,15 @@ class TraceRecorder {
   // Samples the device-wait counters (cumulative over the engine's stream executors).
   void device_waits(std::uint64_t issued, std::uint64_t elided);
 
-  // Writes the file with everything recorded so far (recording may go on: a later write rewrites it whole). The file
-  // is replaced at once (written beside it, then renamed). Throws Error if it cannot be written.
-  void write() const;
+  // An op in flight when a stall report writes the file: it has no slice yet, so it is marked instead.
+  struct Mark {
+    std::string_view name;   // "op #3 'forward'"
+    std::string_view state;  // what it was doing: "holds v3 (write); waits for fence (...)"
+  };
+  // Writes the file with everything recorded so far (recording may go on: a later write rewrites it whole), and `marks`
+  // as instant events of category "in flight", at the moment of writing, on a lane "in flight at stall" (this write
+  // only). The file is replaced at once (written beside it, then renamed). Throws Error if it cannot be written.
+  void write(std::span<const Mark> marks = {}) const;
 
  private:
   struct Lane {

@@ -82,6 +82,10 @@ class OpNode {
   OpNode* ready_next_ = nullptr;
   // The owner's (the engine's): what kind of node this is. The queue ignores it.
   std::uint8_t owner_kind = 0;
+  // The owner's (the engine's): the tick of its run clock at which the op's function started, 0 while it does not run
+  // (engine/detail/run_clock.h). The queue ignores it. In the padding before wait_, so it costs the node no space.
+  // Atomic: a report reads it, under the lock of a queue the op is in, while the op's thread writes it.
+  std::atomic<std::uint16_t> run_stamp{0};
 
  private:
   std::atomic<std::int32_t> wait_{0};

@@ -3,7 +3,11 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <future>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -170,6 +174,171 @@ TEST_CASE("the stall watch hands the report to its sink when nothing completes, 
       }));
       t.signal_external(1);
       engine.WaitForAll();
+    }
+  }
+}
+
+// A stall sink for the tests: keeps every report, and lets the test wait for one on a condition variable (the watch's
+// thread calls the sink), never on the clock. `on_report`, if set, runs after a report is kept, on the watch's thread:
+// what a test does there to end the stall.
+class StallCatcher {
+ public:
+  std::function<void(std::string_view)> sink() {
+    return [this](std::string_view report) {
+      std::function<void()> action;
+      {
+        std::lock_guard lock(mutex_);
+        reports_.emplace_back(report);
+        action = on_report;
+      }
+      cv_.notify_all();
+      if (action != nullptr) action();
+    };
+  }
+  // The first report, once there is one; empty if none came within meet_limit().
+  [[nodiscard]] std::string first() {
+    std::unique_lock lock(mutex_);
+    if (!cv_.wait_for(lock, meet_limit(), [this] { return !reports_.empty(); })) return {};
+    return reports_.front();
+  }
+  [[nodiscard]] std::size_t count() {
+    std::lock_guard lock(mutex_);
+    return reports_.size();
+  }
+
+  std::function<void()> on_report;  // set before the engine exists
+
+ private:
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::vector<std::string> reports_;  // guarded by mutex_
+};
+
+// Issue 48: all five hang shapes tried were silent unless DEPENGINE_STALL_REPORT was set. A report now says why it came
+// and how to turn reports off; the options default is checked in options_test.cpp.
+TEST_CASE("a stall report says how long nothing has completed, and how to turn reports off", "[engine][report]") {
+  Watchdog watchdog("stall report header");
+  StallCatcher catcher;
+  EngineOptions options = executor_factories().front().options();
+  options.stall_report_after = std::chrono::milliseconds(20);
+  options.stall_sink = catcher.sink();
+  Engine engine(std::move(options));
+  Timeline t;
+  const Var v = engine.NewVariable();
+  engine.Push([] {}, {}, {v}, {.name = "stuck", .wait_fences = {{&t, 1}}});
+  const std::string report = catcher.first();
+  CAPTURE(report);
+  CHECK_THAT(report, Catch::StartsWith("depengine: stalled: no op has completed for "));
+  CHECK_THAT(report, Catch::Contains("'stuck' waits for fence"));
+  CHECK_THAT(report, Catch::Contains("EngineOptions::stall_report_after") &&
+                         Catch::Contains("DEPENGINE_STALL_REPORT=0 turns them off"));
+  t.signal_external(1);
+  engine.WaitForAll();
+}
+
+// The environment switch overrides the options, so a stuck run can be silenced without a rebuild. Before, 0 was
+// refused.
+TEST_CASE("DEPENGINE_STALL_REPORT=0 turns stall reports off", "[engine][report]") {
+  for (const char* off : {"0", "off"}) {
+    DYNAMIC_SECTION(off) {
+      Watchdog watchdog("stall reports off");
+      const ScopedEnv env("DEPENGINE_STALL_REPORT", off);
+      StallCatcher catcher;
+      EngineOptions options = executor_factories().front().options();
+      options.stall_report_after = std::chrono::milliseconds(5);
+      options.stall_sink = catcher.sink();
+      Engine engine(std::move(options));
+      Timeline t;
+      const Var v = engine.NewVariable();
+      engine.Push([] {}, {}, {v}, {.name = "stuck", .wait_fences = {{&t, 1}}});
+      // Twenty periods on the clock (no thread to wait for: the point is that none reports).
+      (void)wait_until([] { return false; }, std::chrono::milliseconds(100));
+      CHECK(catcher.count() == 0);
+      t.signal_external(1);
+      engine.WaitForAll();
+    }
+  }
+}
+
+// Zero meant "off" when reports were off by default; it is refused now, so that code written for that meaning fails
+// loudly instead of getting reports at the default time.
+TEST_CASE("a zero stall_report_after is refused, naming how to turn reports off", "[engine][report][misuse]") {
+  EngineOptions options = executor_factories().front().options();
+  options.stall_report_after = std::chrono::milliseconds(0);
+  CHECK_THROWS_WITH(Engine(std::move(options)), Catch::Contains("kNoStallReport"));
+}
+
+// A push held back by max_in_flight behind an op whose Completion nobody calls: the report names the push, what it
+// waits for, and the op it waits behind. Before, the push was not mentioned: the report showed one op in flight and
+// nothing waiting for it.
+TEST_CASE("a stall report names a push blocked at max_in_flight and what it waits for", "[engine][report]") {
+  for (const auto& factory : executor_factories()) {
+    if (!factory.takes_async) continue;
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("push blocked at the bound on " + factory.name);
+      std::mutex mutex;
+      std::optional<Completion> held;  // guarded by mutex
+      StallCatcher catcher;
+      catcher.on_report = [&] {  // the way out: complete the op the push waits behind
+        std::lock_guard lock(mutex);
+        if (held.has_value()) (*held)();
+      };
+      EngineOptions options = factory.options(1);
+      options.stall_report_after = std::chrono::milliseconds(20);
+      options.stall_sink = catcher.sink();
+      Engine engine(std::move(options));
+      const Var v = engine.NewVariable(), w = engine.NewVariable();
+      engine.PushAsync(
+          [&](Completion done) {
+            std::lock_guard lock(mutex);
+            held.emplace(done);
+          },
+          {}, {v}, {.name = "upload"});
+      engine.Push([] {}, {}, {w}, {.name = "producer"});  // waits at the bound until the sink completes "upload"
+      engine.WaitForAll();
+      const std::string report = catcher.first();
+      CAPTURE(report);
+      CHECK_THAT(report, Catch::Contains("Push of op 'producer'") &&
+                             Catch::Contains("is blocked at EngineOptions::max_in_flight (1)") &&
+                             Catch::Contains("waits for the 1 ops in flight to fall to 0"));
+      CHECK_THAT(report, Catch::Contains("held by op #1 'upload' [async: its function returned; its Completion has "
+                                         "not been called]"));
+      CHECK_THAT(report, Catch::StartsWith("depengine: stalled"));
+    }
+  }
+}
+
+// A CPU op whose function runs long is busy, not stuck: the report names it as running, with how long, and says that
+// this is not a stall. Before, it read "held by op #1 'long op' (write)", as for an op that never started.
+TEST_CASE("a stall report names a running op as running, with how long, and not as a stall", "[engine][report]") {
+  for (const auto& factory : executor_factories()) {
+    if (!factory.takes_async) continue;  // a stream op's function runs when it is issued, not as a CPU op
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("running op on " + factory.name);
+      std::promise<void> reported;
+      std::atomic<bool> told{false};
+      StallCatcher catcher;
+      catcher.on_report = [&] {
+        // relaxed: only which report is the first; the promise carries the rest.
+        if (!told.exchange(true, std::memory_order_relaxed)) reported.set_value();
+      };
+      EngineOptions options = factory.options();
+      options.stall_report_after = std::chrono::milliseconds(20);
+      options.stall_sink = catcher.sink();
+      std::future<void> until = reported.get_future();
+      Engine engine(std::move(options));
+      const Var v = engine.NewVariable();
+      // Runs until the report came (on the inline executor, inside this Push).
+      engine.Push([&until] { until.wait(); }, {}, {v}, {.name = "long op"});
+      engine.Push([] {}, {v}, {}, {.name = "reader"});
+      engine.WaitForVar(v);
+      const std::string report = catcher.first();
+      CAPTURE(report);
+      CHECK_THAT(report, Catch::Contains("held by op #1 'long op' [running for "));
+      if (factory.workers > 0) {  // inline, the reader is pushed once the long op has returned
+        CHECK_THAT(report, Catch::Contains("waiting: op #2 'reader' (read)"));
+      }
+      CHECK_THAT(report, Catch::Contains("not a stall") && !Catch::Contains("stalled"));
     }
   }
 }

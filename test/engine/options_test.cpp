@@ -69,7 +69,7 @@ TEST_CASE("option structs take designated initializers that name one field, the 
   const EngineOptions engine{.max_in_flight = 4};
   CHECK(engine.executors.empty());
   CHECK(engine.error_sink == nullptr);
-  CHECK(engine.stall_report_after.count() == 0);
+  CHECK(engine.stall_report_after == std::chrono::seconds(60));  // stall reports are on by default
   CHECK_FALSE(engine.cancel_on_destruction);
 
   const ThreadPoolOptions pool{.workers = 2};

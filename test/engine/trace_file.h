@@ -33,6 +33,13 @@ struct TraceFile {
   std::map<std::uint64_t, Slice> slices;        // op id -> its slice
   std::vector<Flow> flows;                      // complete pairs only
   std::map<std::string, std::size_t> counters;  // counter name -> samples
+  // The ops a stall report found in flight: instant events of category "in flight", named after the op, with what it
+  // was doing then.
+  struct InFlightMark {
+    std::string name, state;
+    int tid = 0;
+  };
+  std::vector<InFlightMark> in_flight;
 };
 
 // Parses `path` (failing the test if it is not a JSON object with a traceEvents array) and indexes it.
@@ -73,6 +80,9 @@ inline TraceFile read_trace(const std::string& path) {
       trace.flows.push_back(flow);
     } else if (ph == "C") {
       ++trace.counters[event.at("name").get<std::string>()];
+    } else if (ph == "i" && event.at("cat") == "in flight") {
+      trace.in_flight.push_back(
+          TraceFile::InFlightMark{event.at("name"), event.at("args").at("state"), event.at("tid")});
     }
   }
   return trace;

@@ -2,9 +2,11 @@
 // variables, and one arrow into every op that waited for another, from the op whose completion released it. Runs on
 // every executor.
 #include <catch2/catch.hpp>
+#include <condition_variable>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
+#include <map>
 #include <mutex>
 #include <random>
 #include <set>
@@ -271,6 +273,53 @@ TEST_CASE("a stall report writes the trace so far, so a stuck run leaves one", "
   t.signal_external(1);
   engine.StopTrace();
   CHECK(read_trace(path).slices.size() == 3);
+  std::remove(path.c_str());
+}
+
+// Issue 48: the trace a stall report wrote showed only the ops that had finished, so the ops the report named were not
+// in it. They are now marks at the moment of writing, on a lane of their own, each saying what the op was doing.
+TEST_CASE("the trace written at a stall marks the ops still in flight", "[engine][trace][report]") {
+  Watchdog watchdog("in-flight ops in a stall trace");
+  std::mutex mutex;
+  std::condition_variable reported;
+  std::string reports;  // guarded by mutex
+  EngineOptions options = executor_factories().front().options();
+  options.stall_report_after = std::chrono::milliseconds(20);
+  options.stall_sink = [&](std::string_view report) {
+    {
+      std::lock_guard lock(mutex);
+      reports += report;
+    }
+    reported.notify_all();
+  };
+  Engine engine(std::move(options));
+  const std::string path = temporary_trace_path("stall-in-flight");
+  engine.StartTrace(path);
+  const Var x = engine.NewVariable();
+  engine.Push([] {}, {}, {x}, {.name = "done"});
+  Timeline t;
+  engine.Push([] {}, {}, {x}, {.name = "stuck", .wait_fences = {{&t, 1}}});
+  engine.Push([] {}, {x}, {}, {.name = "behind"});
+  {
+    std::unique_lock lock(mutex);
+    CHECK(reported.wait_for(lock, meet_limit(), [&] { return !reports.empty(); }));
+  }
+  const TraceFile partial = read_trace(path);
+  CHECK(partial.slices.size() == 1);         // "done"
+  std::map<std::string, std::string> marks;  // op -> state
+  for (const TraceFile::InFlightMark& mark : partial.in_flight) {
+    marks[mark.name] = mark.state;
+    CHECK(partial.lanes.at(mark.tid) == "in flight at stall");
+  }
+  CAPTURE(marks);
+  // CHECK, not REQUIRE, until the fence is signalled: the engine outlives t only if the test goes on.
+  CHECK_THAT(marks["op #1 'stuck'"], Catch::Contains("holds v0 (write)") && Catch::Contains("waits for fence"));
+  CHECK_THAT(marks["op #2 'behind'"], Catch::Contains("waits on v0 behind op #1 'stuck'"));
+  t.signal_external(1);
+  engine.StopTrace();
+  const TraceFile final_trace = read_trace(path);
+  CHECK(final_trace.slices.size() == 3);
+  CHECK(final_trace.in_flight.empty());  // the marks belong to the write at the stall alone
   std::remove(path.c_str());
 }
 
