@@ -3,6 +3,7 @@
 // removes it (CHANGELOG.md).
 #pragma once
 
-#pragma message("depengine: <depengine/memory/buffer.h> is deprecated and goes in 0.3.0; include <depengine/memory/buffers/buffer.h>")
+#pragma message( \
+    "depengine: <depengine/memory/buffer.h> is deprecated and goes in 0.3.0; include <depengine/memory/buffers/buffer.h>")
 
 #include <depengine/memory/buffers/buffer.h>

@@ -9,8 +9,6 @@
 #include <vector>
 
 #include <depengine/engine/detail/engine_core.h>
-
-#include <depengine/engine/detail/engine_core.h>
 #include <depengine/engine/detail/late_completions.h>
 
 namespace depengine::detail {

@@ -4,6 +4,9 @@
 // project's -Werror it fails to build if a public option struct grows such a member. At run time it checks that what
 // is left out keeps its default. It includes the headers as the README does, through the project's name, which
 // in the build tree resolves through the depengine_include link (cmake/depengine.cmake).
+#include <catch2/catch.hpp>
+#include <chrono>
+
 #include <depengine/engine/engine.h>
 #include <depengine/engine/frontier/timeline.h>
 #include <depengine/engine/frontier/tracker.h>
@@ -11,9 +14,6 @@
 #include <depengine/executors/stream/stream_executor.h>
 #include <depengine/executors/threadpool/threadpool_executor.h>
 #include <depengine/memory/memory_pool.h>
-
-#include <catch2/catch.hpp>
-#include <chrono>
 
 namespace depengine::test {
 namespace {
