@@ -10,7 +10,7 @@ void CancelScope::Cancel() {
     state_->error = std::make_exception_ptr(
         Cancelled("cancelled: the op's CancelScope was cancelled before the op ran (CancelScope::Cancel)"));
   });
-  // release: pairs with the acquire loads of `cancelled` (EngineCore::find_input_error, cancelled()), publishing the
+  // release: pairs with the acquire loads of `cancelled` (OpGate::check), publishing the
   // error written above.
   state_->cancelled.store(true, std::memory_order_release);
 }

@@ -50,6 +50,7 @@ namespace depengine {
 namespace detail {
 
 class EngineCore;
+class GraphRunner;
 
 // The state of a scope, shared by its handles and its ops.
 struct ScopeState {
@@ -103,6 +104,7 @@ class CancelScope {
 
  private:
   friend class detail::EngineCore;
+  friend class detail::GraphRunner;
   detail::ScopeState* state_;
 };
 

@@ -24,11 +24,11 @@ void Engine::delete_variable(Var var, detail::OpFunction deleter, const PushOpti
   core_->delete_variable(var, std::move(deleter), options);
 }
 
-void Engine::begin_capture() { core_->begin_capture(); }
-void Engine::abandon_capture() noexcept { core_->abandon_capture(); }
-Graph Engine::end_capture() { return core_->end_capture(); }
-void Engine::Replay(const Graph& graph, const ReplayOptions& options) { core_->replay(graph, options); }
-bool Engine::Capturing() const noexcept { return core_->capturing(); }
+void Engine::begin_capture() { core_->graphs().begin_capture(); }
+void Engine::abandon_capture() noexcept { core_->graphs().abandon_capture(); }
+Graph Engine::end_capture() { return core_->graphs().end_capture(); }
+void Engine::Replay(const Graph& graph, const ReplayOptions& options) { core_->graphs().replay(graph, options); }
+bool Engine::Capturing() const noexcept { return core_->graphs().capturing(); }
 
 void Engine::WaitForVar(Var var) { core_->wait_for_var(var); }
 void Engine::WaitForAll() { core_->wait_for_all(); }
@@ -38,15 +38,17 @@ void Engine::ClearErrors(VarList vars) { core_->clear_errors(vars); }
 std::uint64_t Engine::Version(Var var) const { return core_->version(var); }
 std::size_t Engine::InFlight() const noexcept { return core_->in_flight_now(); }
 
-std::string Engine::InFlightReport() const { return core_->in_flight_report(); }
+std::string Engine::InFlightReport() const { return core_->diagnostics().snapshot_in_flight().text; }
 std::optional<std::string> Engine::FailedOpName(const std::exception_ptr& error) const {
-  return core_->failed_op_name(error);
+  return core_->diagnostics().errors().op_of(error);
 }
 Executor& Engine::executor(std::uint32_t index) const { return core_->executor_at(index); }
-ShutdownHook Engine::AtShutdown(std::function<void()> fn) { return core_->at_shutdown(std::move(fn)); }
-ReportHook Engine::AtReport(std::function<std::string()> describe) { return core_->at_report(std::move(describe)); }
-void Engine::StartTrace(std::string path) { core_->start_trace(std::move(path)); }
+ShutdownHook Engine::AtShutdown(std::function<void()> fn) { return core_->diagnostics().at_shutdown(std::move(fn)); }
+ReportHook Engine::AtReport(std::function<std::string()> describe) {
+  return core_->diagnostics().at_report(std::move(describe));
+}
+void Engine::StartTrace(std::string path) { core_->diagnostics().trace().start(std::move(path)); }
 void Engine::StopTrace() { core_->stop_trace(); }
-void Engine::FlushTrace() { core_->flush_trace(); }
+void Engine::FlushTrace() { core_->diagnostics().flush_trace(); }
 
 }  // namespace depengine

@@ -28,7 +28,7 @@
 namespace depengine {
 
 namespace detail {
-class EngineCore;
+class Diagnostics;
 }  // namespace detail
 
 template <class Signature>
@@ -61,7 +61,7 @@ class EngineHook {
   }
 
  private:
-  friend class detail::EngineCore;
+  friend class detail::Diagnostics;
   struct State {
     std::mutex mutex;
     std::function<Signature> fn;  // guarded by mutex

@@ -78,7 +78,7 @@ namespace detail {
 class GraphPlan;
 class StreamGraph;
 class GraphLifetime;
-class EngineCore;
+class GraphRunner;
 }  // namespace detail
 
 class Graph {
@@ -95,7 +95,7 @@ class Graph {
   [[nodiscard]] bool empty() const noexcept { return size() == 0; }
 
  private:
-  friend class detail::EngineCore;
+  friend class detail::GraphRunner;
   Graph(std::shared_ptr<detail::GraphPlan> plan, std::shared_ptr<detail::StreamGraph> streams,
         std::unique_ptr<detail::GraphLifetime> lifetime) noexcept;
 

@@ -18,6 +18,7 @@ namespace depengine {
 namespace detail {
 struct VarState;
 class EngineCore;
+class GraphRunner;
 class VarTable;
 }  // namespace detail
 
@@ -30,6 +31,7 @@ class Var {
 
  private:
   friend class detail::EngineCore;
+  friend class detail::GraphRunner;
   friend class detail::VarTable;
   Var(detail::VarState* state, std::uint32_t engine, std::uint32_t generation) noexcept
       : state_(state), engine_(engine), generation_(generation) {}

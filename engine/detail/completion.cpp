@@ -13,23 +13,6 @@
 namespace depengine::detail {
 namespace {
 
-// Whether the op already has an error, or, unless it is no_skip, takes one an input carries.
-inline bool has_input_error(OpRecord* op) noexcept {
-  if (op->error == nullptr && !op->no_skip) {
-    // Locals: the store below would otherwise make the compiler reload the list from the record at every step.
-    const VarUse* const uses = op->uses;
-    const std::uint32_t count = op->num_uses;
-    for (std::uint32_t i = 0; i < count; ++i) {
-      const std::exception_ptr& input_error = state_of(uses[i])->error;
-      if (input_error != nullptr) [[unlikely]] {
-        op->error = input_error;
-        break;
-      }
-    }
-  }
-  return op->error != nullptr;
-}
-
 // The signal of an op that ran on the host: nothing to wait for (it completed after everything it waited for had).
 const VarSignal kNoSignal;
 
@@ -42,55 +25,22 @@ bool EngineCore::ends_graph_var(const OpRecord* op, std::uint32_t i) const noexc
   return has_streams_ && op->stream_graph != nullptr && op->stream_graph->uses()[i].ends;
 }
 
-// For a no_skip op about to run: the error an input carries, if any, and that input (RunContext::input_error). Stable
-// while the op runs: a variable's error changes only under an exclusive use, which cannot overlap the op's own use.
+// For a no_skip op about to run: the error an input carries, if any, and that input (RunContext::input_error).
 void EngineCore::note_input_error(const OpRecord* op, RunContext& ctx) const noexcept {
-  for (std::uint32_t i = 0; i < op->num_uses; ++i) {
-    VarState* var = state_of(op->uses[i]);
-    if (var->error != nullptr) {
-      ctx.input_error = &var->error;
-      ctx.input_error_var = vars_.handle(var, op->uses[i].tag);
-      return;
-    }
-  }
-}
-
-// Whether the op is to be skipped: it was cancelled (its scope, or the engine's teardown; deletions never are), it
-// already has an error (from a failed stream it waited for), or, unless it is no_skip, an input carries one (which
-// becomes the op's). A cancellation is the op's own error, whatever no_skip says.
-bool EngineCore::find_input_error(OpRecord* op) noexcept {
-  // relaxed: cancelling_ is set once, at destruction, by the thread that then waits for every op; a stale false only
-  // lets an op run.
-  if (op->scope == nullptr && !cancelling_.load(std::memory_order_relaxed)) [[likely]]
-    return has_input_error(op);
-  return cancelled(op) || has_input_error(op);
-}
-
-// Whether the op is cancelled (find_input_error), with its error set. Deletions and the engine's own ops never are.
-bool EngineCore::cancelled(OpRecord* op) noexcept {
-  if (op->deletes_var || op->internal) return false;
-  // acquire: pairs with the release store of CancelScope::Cancel(), which wrote the scope's error first.
-  if (op->scope != nullptr && op->scope->cancelled.load(std::memory_order_acquire)) {
-    if (op->error == nullptr) {
-      op->error = op->scope->error;
-      errors_.raise(op->error, op->name_view(), op->owner);
-    }
-    return true;
-  }
-  if (cancelling_.load(std::memory_order_relaxed)) {  // relaxed: as in find_input_error
-    if (op->error == nullptr) op->error = teardown_error_;
-    return true;
-  }
-  return false;
+  const std::uint32_t failed = OpGate::failed_input(op->uses, op->num_uses);
+  if (failed == op->num_uses) return;
+  VarState* var = state_of(op->uses[failed]);
+  ctx.input_error = &var->error;
+  ctx.input_error_var = vars_.handle(var, op->uses[failed].tag);
 }
 
 void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
   if (task.host_kind_ == kGraphOp) {
-    execute_replayed(static_cast<GraphOp*>(&task), worker, ready);
+    graphs_.execute(static_cast<GraphOp*>(&task), worker, ready);
     return;
   }
   OpRecord* op = static_cast<OpRecord*>(&task);
-  if (find_input_error(op)) {  // skipped: the error passes on to what the op mutates
+  if (stopped(op)) {  // skipped: the error passes on to what the op mutates
     finish(op, ready, skipped_signal(op));
     return;
   }
@@ -102,39 +52,39 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
   // carry it (RunContext::waits).
   if (has_streams_ && !op->waits_failed) [[unlikely]]
     ctx.waits = &op->requirement;
-  TraceRecorder* trace = op->trace_op != 0 ? trace_.recorder() : nullptr;
-  const std::int64_t start = trace != nullptr ? trace->now() : 0;
+  TraceRecorder* recorder = op->trace_op != 0 ? trace().recorder() : nullptr;
+  const std::int64_t start = recorder != nullptr ? recorder->now() : 0;
   // relaxed, here and below: a time stamp for reports (run_clock.h), which read it under a lock of a queue the op is in
   // and may see it late; the store is to line 0, which the recycling below writes anyway.
   op->run_stamp.store(run_clock_.now(), std::memory_order_relaxed);
   if (!op->async) {
-    try {
-      op->fn(ctx, nullptr);
-    } catch (...) {
-      op->error = std::current_exception();
-      errors_.raise(op->error, op->name_view(), op->owner);
-    }
+    if (std::exception_ptr error = call(op->fn, ctx, op->name_view(), op->owner); error != nullptr) [[unlikely]]
+      op->error = std::move(error);
     op->run_stamp.store(0, std::memory_order_relaxed);
-    if (trace != nullptr) trace_.cpu_op(*op, worker, start, in_flight_.upper_bound(), ctx.waits);
+    if (recorder != nullptr) trace().cpu_op(*op, worker, start, in_flight_.upper_bound(), ctx.waits);
     finish(op, ready, ran_signal());
     return;
   }
-  // relaxed: the record is ours until the Completion below is handed to the function; the user passes that
-  // Completion to other threads through synchronisation of their own, which carries these stores with it.
-  op->holds.store(2, std::memory_order_relaxed);
-  const std::uint64_t ticket = op->ticket.load(std::memory_order_relaxed);
-  const Completion done(op, ticket);
-  try {
-    op->fn(ctx, &done);
-  } catch (...) {
-    async_threw(op, ticket, std::current_exception(), op->name_view());
-  }
+  call_async(op, op->fn, ctx, op->name_view());
   // The record is ours until release_hold below, and the op in flight: its error (above) belongs to the WaitForAll
   // that waits for it.
   op->run_stamp.store(0, std::memory_order_relaxed);
   // No arrows from its wait frontier: its completion may have reused that storage (learned_signal).
-  if (trace != nullptr) trace_.cpu_op(*op, worker, start, in_flight_.upper_bound(), nullptr);
+  if (recorder != nullptr) trace().cpu_op(*op, worker, start, in_flight_.upper_bound(), nullptr);
   release_hold(op);
+}
+
+void EngineCore::call_async(OpRecord* record, OpFunction& fn, const RunContext& ctx, std::string_view name) noexcept {
+  // relaxed: the record is ours until the Completion below is handed to the function; the user passes that
+  // Completion to other threads through synchronisation of their own, which carries these stores with it.
+  record->holds.store(2, std::memory_order_relaxed);
+  const std::uint64_t ticket = record->ticket.load(std::memory_order_relaxed);
+  const Completion done(record, ticket);
+  try {
+    fn(ctx, &done);
+  } catch (...) {
+    async_threw(record, ticket, std::current_exception(), name);
+  }
 }
 
 void EngineCore::async_threw(OpRecord* op, std::uint64_t ticket, const std::exception_ptr& thrown,
@@ -142,14 +92,14 @@ void EngineCore::async_threw(OpRecord* op, std::uint64_t ticket, const std::exce
   if (LateCompletions::claim_on_throw(op, ticket, this, op->owner, name)) {
     complete_async(op, thrown, {});  // the function failed before completing its op: that is the op's error
   } else {
-    errors_.raise(thrown, name, op->owner);  // it failed after completing: not lost, WaitForAll's
+    errors().raise(thrown, name, op->owner);  // it failed after completing: not lost, WaitForAll's
   }
 }
 
 void EngineCore::complete_async(OpRecord* op, std::exception_ptr error, std::span<const FrontierEntry> learned) {
   if (error != nullptr && !op->replay_completion) {
     op->error = error;
-    errors_.raise(op->error, op->name_view(), op->owner);
+    errors().raise(op->error, op->name_view(), op->owner);
   }
   if (t_running.engine == this) {  // completed from inside an op's function: successors join that executor's list
     complete_async_uses(op, error, learned, *t_running.ready);
@@ -170,16 +120,13 @@ void EngineCore::complete_async(OpRecord* op, std::exception_ptr error, std::spa
 void EngineCore::complete_async_uses(OpRecord* op, const std::exception_ptr& error,
                                      std::span<const FrontierEntry> learned, TaskList& ready) noexcept {
   if (op->replay_completion) {  // a replayed op hands on no signal (graphs of CPU ops run on engines without streams)
-    complete_async_replayed(op, error, ready);
+    graphs_.complete_async(op, error, ready);
     return;
   }
   signal_fences(op, op->error);
   complete_uses(op, ready, learned.empty() ? ran_signal() : learned_signal(op, learned));
 }
 
-// An async op's successors are granted at its completion, but it stays in flight until its function has returned too
-// (an error it throws after completing belongs to the WaitForAll that waits for it), so the later of the two parties
-// retires it and recycles its record.
 void EngineCore::release_hold(OpRecord* op) noexcept {
   // acq_rel: the later party's acquire pairs with the other's release, so the other is done with the record.
   if (op->holds.fetch_sub(1, std::memory_order_acq_rel) != 1) return;
@@ -236,12 +183,11 @@ const VarSignal* EngineCore::skipped_signal(const OpRecord* op) const noexcept {
   return has_streams_ ? &op->requirement : nullptr;
 }
 
-// Gives `var`, used by `op` through `use`, the error `error` unless it already has one, and records it for WaitForAll.
-void EngineCore::poison(const OpRecord* op, VarState* var, const VarUse& use,
-                        const std::exception_ptr& error) noexcept {
+void EngineCore::poison(VarState* var, std::uint32_t tag, const std::exception_ptr& error,
+                        std::uint64_t owner) noexcept {
   if (var->error != nullptr) return;
   var->error = error;
-  errors_.poison(vars_.handle(var, use.tag), error, op->owner);
+  errors().poison(vars_.handle(var, tag), error, owner);
 }
 
 void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept {
@@ -259,7 +205,7 @@ void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* s
     VarUse& use = uses[i];
     VarState* var = state_of(use);
     if (op->error != nullptr && use.access == Access::kWrite && !op->deletes_var) [[unlikely]] {
-      if (!ends_graph_var(op, i)) poison(op, var, use, op->error);
+      if (!ends_graph_var(op, i)) poison(var, use.tag, op->error, op->owner);
     }
     var->complete(use, signal, granted);
   }
@@ -268,10 +214,10 @@ void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* s
     while (OpNode* node = granted.pop_front()) route(node, ready);
     return;
   }
-  trace_.flows(op, op->trace_op, granted);
+  trace().flows(op, op->trace_op, granted);
   while (OpNode* node = granted.pop_front()) {
     if (node->owner_kind == kGraphJoin) {
-      route_join(op->trace_op, node, ready);
+      graphs_.grant_join(static_cast<GraphJoin*>(node), ready, op->trace_op);
     } else {
       route(node, ready);
     }

@@ -76,12 +76,12 @@ std::vector<std::unique_ptr<Executor>> apply_engine_type(std::vector<std::unique
 EngineCore::EngineCore(EngineOptions options)
     : executors_(apply_engine_type(std::move(options.executors))),
       has_streams_(any_issues_ahead(executors_)),
-      cancel_on_destruction_(options.cancel_on_destruction),
+      gate_(options.cancel_on_destruction),
       stall_after_(stall_report_after(options.stall_report_after)),
       run_clock_(run_clock_period(stall_after_)),
       vars_(g_next_engine_id.fetch_add(1, std::memory_order_relaxed), has_streams_),  // relaxed: only uniqueness
       tracker_(TrackerOptions{.max_axes = kMaxEngineAxes}),
-      errors_(std::move(options.error_sink)),
+      diagnostics_(std::move(options.error_sink), stall_after_, vars_, in_flight_, run_clock_),
       in_flight_(options.max_in_flight, executors_) {
   if (executors_.empty()) throw Error("EngineOptions::executors is empty: an engine needs at least one executor");
   if (options.max_in_flight == 0) throw Error("EngineOptions::max_in_flight must be at least 1");
@@ -96,92 +96,26 @@ EngineCore::EngineCore(EngineOptions options)
                 " (kMaxEngineAxes, the capacity of a wait frontier): give the stream executors fewer devices or fewer "
                 "streams per device (StreamExecutorOptions), or split the devices over several engines");
   }
-  if (cancel_on_destruction_) {
-    teardown_error_ = std::make_exception_ptr(
-        Cancelled("cancelled: the engine was destroyed before the op ran (EngineOptions::cancel_on_destruction)"));
-  }
   internal_.start(*this);
   for (const auto& executor : executors_) executor->start(*this);
-  if (const char* path = std::getenv("DEPENGINE_TRACE"); path != nullptr && *path != '\0') {
-    start_trace(EngineTrace::env_path(path));
-  }
-  if (stall_after_ != EngineOptions::kNoStallReport) start_stall_watch(std::move(options.stall_sink));
-}
-
-void EngineCore::start_stall_watch(std::function<void(std::string_view)> sink) {
-  if (sink == nullptr) {
-    sink = [](std::string_view report) {
-      std::fprintf(stderr, "%.*s", static_cast<int>(report.size()), report.data());
-    };
-  }
-  stall_watch_ = std::make_unique<StallWatch>(
-      stall_after_, run_clock_,
-      StallWatch::Probe{.retired = [this] { return std::uint64_t{in_flight_.retired()}; },
-                        .in_flight = [this] { return in_flight_.upper_bound(); },
-                        .report = [this](std::chrono::nanoseconds quiet) { return stall_report(quiet); },
-                        .sink = std::move(sink)});
-}
-
-// The headline says which kind of quiet this is: ops waiting for what has not happened (a stall), or only ops that run
-// long, which a user should not be told is a hang; the footer, how to change or silence these reports.
-std::string EngineCore::stall_report(std::chrono::nanoseconds quiet) {
-  const InFlightSnapshot snapshot = snapshot_in_flight();
-  const std::string quiet_text = "no op has completed for " + duration_text(quiet);
-  std::string out;
-  if (snapshot.stuck) {
-    out = "depengine: stalled: " + quiet_text + ", and ops in flight wait for what has not happened (below)\n";
-  } else if (snapshot.running > 0) {
-    out = "depengine: " + quiet_text + ", while " + std::to_string(snapshot.running) +
-          " ops run (below, with how long): busy, not a stall, unless a function waits inside for what will not come\n";
-  } else {
-    out = "depengine: " + quiet_text + "\n";
-  }
-  out += snapshot.text;
-  out += flush_trace_for_report(snapshot);
-  out += "  (stall reports come after EngineOptions::stall_report_after without a completion: here " +
-         duration_text(stall_after_) + ", by default " + duration_text(EngineOptions::kDefaultStallReportAfter) +
-         "; DEPENGINE_STALL_REPORT=<seconds> sets the time, and DEPENGINE_STALL_REPORT=0 turns them off, as does "
-         "EngineOptions::kNoStallReport)\n";
-  return out;
-}
-
-void EngineCore::flush_trace() const {
-  TraceRecorder* recorder = trace_.recorder();
-  if (recorder == nullptr) throw Error("FlushTrace: no trace is on");
-  recorder->write();
-}
-
-// For a stall report: writes the trace on, if any, with the ops in flight marked, and says where (or why it could not).
-std::string EngineCore::flush_trace_for_report(const InFlightSnapshot& snapshot) const {
-  TraceRecorder* recorder = trace_.recorder();
-  if (recorder == nullptr) return {};
-  try {
-    std::vector<TraceRecorder::Mark> marks;
-    marks.reserve(snapshot.ops.size());
-    for (const InFlightSnapshot::Op& op : snapshot.ops) marks.push_back(TraceRecorder::Mark{op.name, op.state});
-    recorder->write(marks);
-    return "the trace so far is in " + recorder->path() + "\n";
-  } catch (const Error& e) {
-    return std::string("the trace so far could not be written: ") + e.what() + "\n";
-  }
+  diagnostics_.start(std::move(options.stall_sink));
 }
 
 EngineCore::~EngineCore() = default;
 
 void EngineCore::shutdown() noexcept {
-  // relaxed: a flag each op reads before it runs; an op that reads it late only runs (see find_input_error).
-  if (cancel_on_destruction_) cancelling_.store(true, std::memory_order_relaxed);
+  gate_.close();
   in_flight_.close();
   in_flight_.wait_for_zero();
-  stall_watch_.reset();
+  diagnostics_.stop_watch();
   // acquire: pairs with the release decrement of ~ForeignThread; once it reads 0, every thread that completed or
   // released an op from outside is done with the engine. The wait is short (the tail of a completion or of an
   // executor's submit), so it yields rather than sleeps.
   while (foreign_threads_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
-  call_hooks();
+  diagnostics_.call_hooks();
   LateCompletions::forget(this);  // before the last errors go to the sink: a late call's error is among them
-  errors_.sink_unreported();
-  if (trace_.on()) {
+  errors().sink_unreported();
+  if (trace().on()) {
     try {
       stop_trace();
     } catch (const std::exception& e) {
@@ -189,63 +123,6 @@ void EngineCore::shutdown() noexcept {
     }
   }
   for (const auto& executor : executors_) executor->stop();
-}
-
-ShutdownHook EngineCore::at_shutdown(std::function<void()> fn) {
-  auto state = std::make_shared<ShutdownHook::State>();
-  state->fn = std::move(fn);
-  std::lock_guard lock(hooks_mutex_);
-  // A state the engine alone holds belongs to a hook destroyed (cancelled) since: drop it.
-  std::erase_if(hooks_, [](const std::shared_ptr<ShutdownHook::State>& hook) { return hook.use_count() == 1; });
-  hooks_.push_back(state);
-  return ShutdownHook(std::move(state));
-}
-
-ReportHook EngineCore::at_report(std::function<std::string()> describe) {
-  auto state = std::make_shared<ReportHook::State>();
-  state->fn = std::move(describe);
-  std::lock_guard lock(hooks_mutex_);
-  std::erase_if(report_hooks_, [](const std::shared_ptr<ReportHook::State>& hook) { return hook.use_count() == 1; });
-  report_hooks_.push_back(state);
-  return ReportHook(std::move(state));
-}
-
-InFlightSnapshot EngineCore::snapshot_in_flight() {
-  const std::size_t count = in_flight_.now();
-  InFlightSnapshot snapshot = build_in_flight_report(vars_, count, run_clock_);
-  for (const InFlight::Blocked& blocked : in_flight_.blocked()) add_blocked(snapshot, blocked, count, in_flight_.max());
-  std::vector<std::shared_ptr<ReportHook::State>> hooks;
-  {
-    std::lock_guard lock(hooks_mutex_);
-    hooks = report_hooks_;
-  }
-  for (const auto& hook : hooks) {
-    std::lock_guard lock(hook->mutex);  // a cancel() meanwhile waits for the call to return
-    if (!hook->done) snapshot.text += hook->fn();
-  }
-  return snapshot;
-}
-
-// Calls every hook not cancelled, each under its own mutex (a cancel() meanwhile waits for the call to return).
-void EngineCore::call_hooks() noexcept {
-  std::vector<std::shared_ptr<ShutdownHook::State>> hooks;
-  {
-    std::lock_guard lock(hooks_mutex_);
-    hooks.swap(hooks_);
-  }
-  for (const auto& hook : hooks) {
-    std::lock_guard lock(hook->mutex);
-    if (hook->done) continue;
-    hook->done = true;
-    try {
-      hook->fn();
-    } catch (const std::exception& e) {
-      std::fprintf(stderr, "depengine: a shutdown hook threw: %s\n", e.what());
-    } catch (...) {
-      std::fprintf(stderr, "depengine: a shutdown hook threw an exception not derived from std::exception\n");
-    }
-    hook->fn = nullptr;
-  }
 }
 
 Executor& EngineCore::executor_at(std::uint32_t index) const {

@@ -1,33 +1,31 @@
 // EngineCore: the engine behind the Engine handle — push, run, complete, wait. See engine.h for the contract and
 // README.md in this folder's parent for the protocols.
 //
-// The class is the meeting point of the engine's parts; each concern lives in a file of its own under engine/detail/:
-//
-//   engine_core.cpp       construction, the executors, shutdown and its hooks (Engine::AtShutdown)
-//   in_flight.{h,cpp}     admission: the in-flight count, its bound (back-pressure) and the threads waiting on it
-//   var_table.{h,cpp}     variables: their state beside their queues, handles, recycling of slots
-//   op_record.h           op records and their pool (record_pool.cpp)
-//   push.cpp              publish and grants: a record from push options, sort and fold the variables, append to every
-//                         queue once all their locks are held, the pusher's grant
-//   completion.cpp        run and complete: execute a ready CPU op, complete its uses (granting successors), retire it
-//   stream_ops.cpp        streams: wait frontiers, parking on the tracker, issue, skip and device completion
-//   fences.cpp            timeline fences: arm the waits, promise at issue, raise or fail at completion
-//   waits.cpp             WaitForVar, WaitForAll, WaitForFence, StopTrace
-//   graph_plan.h, graph_capture.cpp, replay.cpp  Capture and Replay: a step planned once, replayed through joins
-//   graph_lifetime.{h,cpp}  what ends with a Graph: the variables it owns, its functions at the engine's shutdown
-//   stream_graph.{h,cpp}  a captured graph of stream ops, replayed as one stream op (recorded once on CUDA and HIP)
-//   error_log.{h,cpp}     which errors no wait reported yet, and the error sink
-//   in_flight_report.{h,cpp}  what the ops in flight wait for, and wait cycles (Engine::InFlightReport)
-//   stall_watch.{h,cpp}   the thread that prints that report when nothing completes for a while (on by default)
-//   run_clock.h           the coarse clock the stall watch keeps, which CPU ops stamp as they start ("running for")
-//   engine_trace.{h,cpp}  where traces hook in (trace_recorder.{h,cpp} writes the file)
-//   running.h             what the calling thread is running (nested executors, waits from inside ops)
+// The core runs a pushed op's life and owns the three objects it hands the rest to:
+//   OpGate        (op_gate.h)       whether an op about to run runs: cancelled, torn down, an input's error, no_skip;
+//                                   every op passes it, pushed or replayed
+//   GraphRunner   (graph_runner.h)  Capture and Replay; it reaches the core through the calls listed in its header
+//   Diagnostics   (diagnostics.h)   the error log, the trace, the in-flight report, the stall watch, the hooks
+// Its own members are grouped by step of an op's life, a file each:
+//   push.cpp        publish: a record from push options, sort and fold the variables, append to every queue once all
+//                   their locks are held
+//   dispatch.cpp    grant, hand on, route: where an op goes once its last grant arrives (its wait frontier and
+//                   parking on the tracker when signals are carried)
+//   completion.cpp  run and complete: the gate, the function (call(), call_async(): replayed ops' too), complete the
+//                   op's uses (granting successors), retire it; the completion of async ops
+//   stream_ops.cpp  streams: issue, skip and device completion
+//   fences.cpp      timeline fences: arm the waits, promise at issue, raise or fail at completion
+//   waits.cpp       WaitForVar, WaitForAll, WaitForFence, WaitForScope, ClearErrors, StopTrace
+//   engine_core.cpp construction, the executors, shutdown
+// and use: in_flight.h (admission and back-pressure), var_table.h (variables), op_record.h (records and their pool),
+// run_clock.h (the clock CPU ops stamp as they start, for "running for"), running.h (what the calling thread runs).
 //
 // Push:    admit (in-flight bound) -> take a pooled record -> lock every variable (in list order, folding one listed
 //          twice; all again in address order if another thread holds one out of that order) -> check the handles are
 //          alive -> append to every queue -> unlock -> drop the pusher's grant; whoever gives the last grant submits
 //          the op to its executor.
-// Run:     an executor calls execute(): skip if an input carries an error, else call the function; then complete.
+// Run:     an executor calls execute(): the gate skips it (cancelled, or an input carries an error), or call() runs
+//          its function; then complete.
 // Complete: attach the op's error to the variables it mutates -> complete each use in its queue (granting
 //          successors into the caller's ready list) -> retire (in-flight count) -> recycle the record.
 // Streams: an engine with a stream executor also carries signals (docs/architecture.md). When an op's last grant
@@ -51,16 +49,15 @@
 #include <string>
 #include <vector>
 
-#include <depengine/engine/detail/engine_trace.h>
-#include <depengine/engine/detail/error_log.h>
+#include <depengine/engine/detail/diagnostics.h>
 #include <depengine/engine/detail/graph_plan.h>
+#include <depengine/engine/detail/graph_runner.h>
 #include <depengine/engine/detail/in_flight.h>
-#include <depengine/engine/detail/in_flight_report.h>
 #include <depengine/engine/detail/op_function.h>
+#include <depengine/engine/detail/op_gate.h>
 #include <depengine/engine/detail/op_record.h>
 #include <depengine/engine/detail/run_clock.h>
 #include <depengine/engine/detail/running.h>
-#include <depengine/engine/detail/stall_watch.h>
 #include <depengine/engine/detail/var_table.h>
 #include <depengine/engine/engine.h>
 #include <depengine/engine/frontier/tracker.h>
@@ -80,7 +77,7 @@ class EngineCore final : public ExecutorHost {
   Var new_variable() {
     Var var = vars_.make();
     if (t_running.capturing == this) [[unlikely]]
-      note_made(var);
+      GraphRunner::note_made(var);
     return var;
   }
   [[nodiscard]] std::uint64_t version(Var var) const { return vars_.checked(var, "Version")->version(); }
@@ -89,11 +86,8 @@ class EngineCore final : public ExecutorHost {
   [[nodiscard]] std::uint32_t executor_index(const Executor* executor) const noexcept;
   // The ops in flight at one moment during the call (Engine::InFlight).
   [[nodiscard]] std::size_t in_flight_now() const noexcept { return in_flight_.now(); }
-  // Engine::InFlightReport (in_flight_report.h), with what the report hooks add.
-  [[nodiscard]] std::string in_flight_report() { return snapshot_in_flight().text; }
-  [[nodiscard]] std::optional<std::string> failed_op_name(const std::exception_ptr& error) {
-    return errors_.op_of(error);
-  }
+  // Engine::InFlightReport, Engine::failed_op_name, traces, hooks (diagnostics.h).
+  [[nodiscard]] Diagnostics& diagnostics() noexcept { return diagnostics_; }
 
   // push.cpp. Push in two halves (see Engine::begin_push): a record for the op, then its variables and publication.
   // push() gives the record back if it throws; abandon() gives back a record whose push is abandoned before that.
@@ -101,18 +95,11 @@ class EngineCore final : public ExecutorHost {
   void push(OpRecord* op, VarList reads, VarList mutates);
   static void abandon(OpRecord* op) noexcept { op->recycle(); }
   void delete_variable(Var var, OpFunction deleter, const PushOptions& options);
-  // The real deletion of a variable a graph owned (graph_lifetime.h), with its captured deleter; of each of `owned`,
-  // reporting a refused one on stderr.
+  // The real deletion of a variable a graph owned (graph_lifetime.h), with its captured deleter.
   void delete_owned(OwnedVar& owned);
-  void delete_all_owned(std::vector<OwnedVar>& owned) noexcept;
 
-  // graph_capture.cpp (Engine::Capture): capture() takes a push made inside a capture instead of publishing it.
-  void begin_capture();
-  void abandon_capture() noexcept;
-  [[nodiscard]] Graph end_capture();
-  [[nodiscard]] bool capturing() const noexcept { return t_running.capturing == this; }
-  // replay.cpp (Engine::Replay).
-  void replay(const Graph& graph, const ReplayOptions& options);
+  // Engine::Capture and Engine::Replay (graph_runner.h).
+  [[nodiscard]] GraphRunner& graphs() noexcept { return graphs_; }
 
   // waits.cpp.
   void wait_for_var(Var var);
@@ -121,22 +108,31 @@ class EngineCore final : public ExecutorHost {
   void wait_for_scope(const CancelScope& scope);
   // Engine::ClearErrors.
   void clear_errors(VarList vars);
-  // Tracing (Engine::StartTrace): start_trace throws Error if a trace is on; stop_trace waits for every op in flight,
-  // then writes the file, and throws Error if no trace is on or the file cannot be written.
-  void start_trace(std::string path) { trace_.start(std::move(path)); }
+  // Engine::StopTrace: waits for every op in flight, then writes the file; throws Error if no trace is on or the file
+  // cannot be written.
   void stop_trace();
-  // Engine::FlushTrace: writes the trace on now as recorded so far; throws Error if none is on.
-  void flush_trace() const;
   // Waits for every op, calls the shutdown hooks, reports an unreported error to stderr, writes a trace that is on,
   // and stops the executors.
   void shutdown() noexcept;
-  [[nodiscard]] ShutdownHook at_shutdown(std::function<void()> fn);
-  [[nodiscard]] ReportHook at_report(std::function<std::string()> describe);
 
-  // completion.cpp: ExecutorHost::execute, and the completion of async ops.
+  // completion.cpp: ExecutorHost::execute, the run of an op's function, and the completion of async ops.
   void execute(Task& task, int worker, TaskList& ready) noexcept override;
-  // For a no_skip op about to run: sets ctx.input_error and input_error_var from its first variable with an error.
-  void note_input_error(const OpRecord* op, RunContext& ctx) const noexcept;
+  // Calls `fn`, the function of a sync op named `name` of `owner`, with `ctx`; returns the error it threw (recorded in
+  // the error log), or null. Every op's function, pushed or replayed, is called here or by call_async().
+  [[nodiscard]] std::exception_ptr call(OpFunction& fn, const RunContext& ctx, std::string_view name,
+                                        std::uint64_t owner) noexcept {
+    try {
+      fn(ctx, nullptr);
+      return nullptr;
+    } catch (...) {
+      std::exception_ptr error = std::current_exception();
+      errors().raise(error, name, owner);
+      return error;
+    }
+  }
+  // Calls `fn`, the function of an async op named `name`, with `ctx` and a Completion pointing at `record` (the op's,
+  // or one taken for a replayed op), which the caller then releases as the function's party (release_hold()).
+  void call_async(OpRecord* record, OpFunction& fn, const RunContext& ctx, std::string_view name) noexcept;
   // The function of async op `op` (a pushed op's record, or a replayed op's) threw `thrown` before or after calling the
   // Completion with ticket `ticket` it was handed. Before: that is the op's error, and the op completes with it now
   // (late_completions.h); after: the error is the owner's, for WaitForAll, named `name`.
@@ -144,13 +140,40 @@ class EngineCore final : public ExecutorHost {
                    std::string_view name) noexcept;
   // A late call of a Completion the engine completed on a throw carried `error` (late_completions.h).
   void raise_late(const std::exception_ptr& error, std::string_view op, std::uint64_t owner) noexcept {
-    errors_.raise(error, op, owner);
+    errors().raise(error, op, owner);
   }
   // Completes async op `op` on behalf of a Completion that has already claimed the op's ticket.
   // `learned`: see Completion::operator()(error, learned).
   void complete_async(OpRecord* op, std::exception_ptr error, std::span<const FrontierEntry> learned);
   void complete_async_uses(OpRecord* op, const std::exception_ptr& error, std::span<const FrontierEntry> learned,
                            TaskList& ready) noexcept;
+  // The graph runner's way into the core (graph_runner.h), and nothing else's but the core's own.
+  [[nodiscard]] InFlight& in_flight() noexcept { return in_flight_; }
+  [[nodiscard]] VarTable& vars() noexcept { return vars_; }
+  [[nodiscard]] ErrorLog& errors() noexcept { return diagnostics_.errors(); }
+  [[nodiscard]] EngineTrace& trace() noexcept { return diagnostics_.trace(); }
+  [[nodiscard]] const OpGate& gate() const noexcept { return gate_; }
+  [[nodiscard]] bool has_streams() const noexcept { return has_streams_; }
+  // completion.cpp: gives `var`, mutated by an op of `owner` through a handle of generation `tag`, the error `error`
+  // unless it already has one, and records it for WaitForAll: how every failed or skipped op, pushed or replayed,
+  // passes its error on.
+  void poison(VarState* var, std::uint32_t tag, const std::exception_ptr& error, std::uint64_t owner) noexcept;
+  // dispatch.cpp: where a node that a queue granted goes: to `ready` (a pushed op through make_ready() when signals
+  // are carried), or, for a join of a replay, to the ops it grants.
+  void route(OpNode* node, TaskList& ready) noexcept;
+  // An async op's successors are granted at its completion, but it stays in flight until its function has returned
+  // too (an error it throws after completing belongs to the WaitForAll that waits for it), so the later of the two
+  // parties retires it and recycles its record.
+  void release_hold(OpRecord* op) noexcept;
+  // push.cpp: a pooled record for an op of `executor`, with every field a push sets from `options`; the publication of
+  // a record made so (`api`: the call, for errors).
+  [[nodiscard]] OpRecord* record_for(Executor* executor, const PushOptions& options, bool async);
+  void submit(OpRecord* op, const char* api);
+  // The record of a deletion of `var` (whose handles are of `generation`), with `deleter` as its function.
+  [[nodiscard]] OpRecord* deletion_record(VarState* var, std::uint32_t generation, OpFunction deleter,
+                                          const PushOptions& options);
+  // The record of a deletion of `var` (whose handles are of `generation`), with `deleter` as its function.
+
   // ExecutorHost: the threads waiting on this engine (InFlight).
   [[nodiscard]] bool helpers_asleep() const noexcept override { return in_flight_.helpers_asleep(); }
   void wake_helpers() noexcept override { in_flight_.wake_helpers(); }
@@ -178,63 +201,53 @@ class EngineCore final : public ExecutorHost {
   friend struct FenceWaiter;
 
   // push.cpp
-  [[nodiscard]] OpRecord* record_for(Executor* executor, const PushOptions& options, bool async);
   void gather_uses(OpRecord* op, VarList reads, VarList mutates) const;
-  void submit_new(OpRecord* op, const char* api);
   // Out of line, as refuse_closed() alone was before it, so that the push's common path keeps its registers.
   [[gnu::cold, gnu::noinline]] void admit_at_bound(OpRecord* op, const char* api);
-  void grant(OpRecord* op, TaskList* ready) noexcept;
-  void hand_on(OpRecord* op, TaskList* ready) noexcept;
-  [[gnu::cold]] void run_pushed(OpRecord* op) noexcept;
   void push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn, const char* api);
   void push_deletion(VarState* var, std::uint32_t generation, OpFunction deleter, const PushOptions& options);
-  [[nodiscard]] OpRecord* deletion_record(VarState* var, std::uint32_t generation, OpFunction deleter,
-                                          const PushOptions& options);
 
-  // graph_capture.cpp
-  void capture(OpRecord* op);
-  void note_made(const Var& var);
-  void capture_deletion(Var var, OpFunction deleter, const PushOptions& options);
-  [[nodiscard]] const char* refuse_in_stream_graph(const OpRecord* op, const CapturedOp* first) const noexcept;
-
-  // stream_graph.cpp: a graph of stream ops replayed as one stream op (stream_graph.h).
-  // `scope`: ReplayOptions::scope's state, or null.
-  void replay_streams(const std::shared_ptr<StreamGraph>& graph, ScopeState* scope);
-  void run_stream_graph(StreamGraph& graph, const RunContext& ctx, std::uint64_t owner);
-
-  // replay.cpp
-  void execute_replayed(GraphOp* op, int worker, TaskList& ready) noexcept;
-  [[nodiscard]] OpRecord* run_async_replayed(GraphOp* op, GraphPlan::Op& planned, const RunContext& ctx) noexcept;
-  void complete_async_replayed(OpRecord* record, const std::exception_ptr& error, TaskList& ready) noexcept;
-  // `retire`: whether this call retires the op (graph_plan.h, Retirement); an async op that ran is retired by its
-  // completion record instead (retire_async_replayed).
-  void complete_replayed(GraphOp* op, const GraphPlan::Op& planned, const std::exception_ptr& error, TaskList& ready,
-                         bool retire) noexcept;
-  void retire_async_replayed(OpRecord* record) noexcept;
-  void grant_join(GraphJoin* join, TaskList& ready) noexcept;
-  void retire_replayed(GraphInstance* instance) noexcept;
-  // Where a node that a queue granted goes: to `ready` (a pushed op through make_ready() when signals are carried), or,
-  // for a join of a replay, to the ops it grants.
-  void route(OpNode* node, TaskList& ready) noexcept;
-  void route_join(std::uint64_t from, OpNode* join, TaskList& ready) noexcept;
+  // dispatch.cpp (and route() above): grant() gives one grant to `op`, the last hands it on; hand_on() hands on an op
+  // whose last grant the caller gave, to `ready` (a running executor's list) if given, else to its executor (inline:
+  // every push ends in it); run_pushed() runs an op ready at its push on the pushing thread (work-first).
+  void grant(OpRecord* op, TaskList* ready) noexcept;
+  void hand_on(OpRecord* op, TaskList* ready) noexcept {
+    TaskList own;
+    TaskList& out = ready != nullptr ? *ready : own;
+    if (has_streams_) {
+      make_ready(op, out);
+    } else {
+      out.push_back(op);
+    }
+    if (Task* task = own.pop_front()) task->executor()->submit(*task);
+  }
+  [[gnu::cold]] void run_pushed(OpRecord* op) noexcept;
 
   // completion.cpp
-  [[nodiscard]] bool find_input_error(OpRecord* op) noexcept;
-  [[nodiscard]] bool cancelled(OpRecord* op) noexcept;
+  // Whether the op is stopped at the gate (op_gate.h), with its error set; on its scope's cancellation, recorded.
+  [[nodiscard]] bool stopped(OpRecord* op) noexcept {
+    const OpGate::Verdict verdict =
+        gate_.check(op->scope, !op->deletes_var && !op->internal, op->no_skip, op->error, op->uses, op->num_uses);
+    if (verdict.error == nullptr) [[likely]]
+      return false;
+    if (verdict.error != &op->error) op->error = *verdict.error;
+    if (verdict.scope_cancelled) errors().raise(op->error, op->name_view(), op->owner);
+    return true;
+  }
+  // For a no_skip op about to run: sets ctx.input_error and input_error_var from its first variable with an error.
+  void note_input_error(const OpRecord* op, RunContext& ctx) const noexcept;
   void finish(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept;
   void complete_uses(OpRecord* op, TaskList& ready, const VarSignal* signal) noexcept;
-  void poison(const OpRecord* op, VarState* var, const VarUse& use, const std::exception_ptr& error) noexcept;
   // Whether op's use `i` names a variable its replayed graph of stream ops ends.
   [[nodiscard]] bool ends_graph_var(const OpRecord* op, std::uint32_t i) const noexcept;
   [[nodiscard]] const VarSignal* ran_signal() const noexcept;
   [[nodiscard]] const VarSignal* learned_signal(OpRecord* op, std::span<const FrontierEntry> learned) noexcept;
   [[nodiscard]] const VarSignal* skipped_signal(const OpRecord* op) const noexcept;
-  void release_hold(OpRecord* op) noexcept;
   // The op is done: out of the in-flight count, its record back to the pool, and out of its scope's count (after the
   // first two, so that a WaitForScope that returns finds the op retired).
   void retire(OpRecord* op) noexcept {
     if (op->replay_completion) [[unlikely]] {
-      retire_async_replayed(op);
+      graphs_.retire_async(op);
       return;
     }
     ScopeState* scope = op->scope;
@@ -244,10 +257,12 @@ class EngineCore final : public ExecutorHost {
       ScopeState::op_retired(scope);
   }
 
-  // stream_ops.cpp
+  // dispatch.cpp: make_ready() builds a granted op's wait frontier and hands it on, or parks it on the tracker until
+  // that frontier has completed (unparked() then submits it).
   void make_ready(OpRecord* op, TaskList& ready) noexcept;
   void park(OpRecord* op) noexcept;
   static void unparked(TrackerWaiter& waiter, std::exception_ptr error) noexcept;
+  // stream_ops.cpp
   void take_input_error(OpRecord* op, const std::exception_ptr& error) noexcept;
 
   // fences.cpp
@@ -259,32 +274,19 @@ class EngineCore final : public ExecutorHost {
   // waits.cpp
   void forbid_inside_op(const char* api) const;
 
-  // engine_core.cpp
-  void call_hooks() noexcept;
-  void start_stall_watch(std::function<void(std::string_view)> sink);
-  // What the ops in flight wait for (in_flight_report.h), the pushes blocked at the bound, and what the report hooks
-  // add.
-  [[nodiscard]] InFlightSnapshot snapshot_in_flight();
-  // The stall watch's report, after `quiet` without a completion; writes the trace on, if any, with the ops in flight.
-  [[nodiscard]] std::string stall_report(std::chrono::nanoseconds quiet);
-  [[nodiscard]] std::string flush_trace_for_report(const InFlightSnapshot& snapshot) const;
-
   // Immutable after construction.
   std::vector<std::unique_ptr<Executor>> executors_;
   // Runs engine-internal ops (waits, error clearing) on the thread that makes them ready. They are tiny, and they
   // must run on the host even when the default executor is a stream executor.
   InlineExecutor internal_;
   const bool has_streams_;  // an executor issues ahead: signals are carried and wait frontiers built
-  // EngineOptions::cancel_on_destruction: shutdown() sets cancelling_, and every op not started then completes with
-  // teardown_error_ (made at construction, so destruction allocates nothing). Read by every op before it runs.
-  const bool cancel_on_destruction_;
-  std::atomic<bool> cancelling_{false};
+  // Read by every op before it runs; closed by shutdown().
+  OpGate gate_;
   // EngineOptions::stall_report_after, or DEPENGINE_STALL_REPORT's; EngineOptions::kNoStallReport when off.
   const std::chrono::milliseconds stall_after_;
-  // Stamped on every CPU op as its function starts (execute()), beside cancelling_, which every op reads too; advanced
+  // Stamped on every CPU op as its function starts (execute()), beside the gate, which every op reads too; advanced
   // by the stall watch (run_clock.h).
   RunClock run_clock_;
-  std::exception_ptr teardown_error_;
 
   VarTable vars_;
   // Completed epochs of every stream axis; stream executors register their axes in start(). Declared before nothing
@@ -292,21 +294,14 @@ class EngineCore final : public ExecutorHost {
   Tracker tracker_;
   // Set once registering a learned axis found the tracker full (learned_signal); relaxed, a hint.
   std::atomic<bool> tracker_full_{false};
-  EngineTrace trace_;
-  ErrorLog errors_;
+  Diagnostics diagnostics_;
   InFlight in_flight_;
-  // Engine::AtShutdown. The engine's share of each hook; those whose handle is gone are dropped at the next
-  // registration.
-  std::mutex hooks_mutex_;
-  std::vector<std::shared_ptr<ShutdownHook::State>> hooks_;       // guarded by hooks_mutex_
-  std::vector<std::shared_ptr<ReportHook::State>> report_hooks_;  // Engine::AtReport; guarded by hooks_mutex_
+  GraphRunner graphs_{*this};
   // Threads that are not running an op of this engine and are inside it on an op's behalf: a user's thread completing
   // an async op (complete_async) or reaching an op's wait fence (fence_done), a stream executor's completion thread
   // raising a fence. Such a thread may run or retire the op and still be inside the engine or an executor afterwards,
   // so shutdown() frees nothing until none is. Written by those threads only, on a line of its own.
   alignas(64) std::atomic<std::uint32_t> foreign_threads_{0};
-  // Null when stall reports are off. Stopped by shutdown() once every op has completed.
-  std::unique_ptr<StallWatch> stall_watch_;
 
   // Counts the calling thread in foreign_threads_ for its lifetime.
   class ForeignThread {

@@ -168,7 +168,7 @@ void EngineTrace::flows(const OpRecord* from_op, std::uint64_t from, const Ready
   if (trace == nullptr || (from_op != nullptr && from_op->executor()->issues_ahead())) return;
   try {
     for (const OpNode* node = granted.front(); node != nullptr; node = node->ready_next_) {
-      if (node->owner_kind != kPushedOp) continue;  // a replay's join: see route_join()
+      if (node->owner_kind != kPushedOp) continue;  // a replay's join: see GraphRunner::grant_join()
       const std::uint64_t released = static_cast<const OpRecord*>(node)->trace_op;
       if (released != 0) trace->flow(from, released);
     }

@@ -66,8 +66,8 @@ class EngineTrace {
   void stream_op(const OpRecord& op, std::size_t in_flight,
                  std::span<const std::unique_ptr<Executor>> executors) noexcept;
   // The op with trace id `from` (a pushed op's, or a replayed op's) gave every pushed op in `granted` its last grant.
-  // Joins of replays in `granted` are passed over: route_join() draws their arrows. A stream op's release draws none:
-  // its successors draw theirs from their wait frontiers (stream_issue, cpu_op), whatever released them.
+  // Joins of replays in `granted` are passed over: GraphRunner::grant_join() draws their arrows. A stream op's release
+  // draws none: its successors draw theirs from their wait frontiers (stream_issue, cpu_op), whatever released them.
   void flows(const OpRecord* from_op, std::uint64_t from, const ReadyList& granted) noexcept;
 
  private:

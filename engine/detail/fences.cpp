@@ -33,7 +33,7 @@ void EngineCore::fence_done(TimelineWaiter& waiter, const TimelineWaitResult& re
     assert(!op->requirement.tainted());
   } else if (result.is_failed() && !op->no_skip && op->error == nullptr) {
     op->error = result.error();  // read after the op's last grant, which this thread's grant below publishes
-    engine->errors_.raise(op->error, op->name_view(), op->owner);  // for when no op of this engine failed it
+    engine->errors().raise(op->error, op->name_view(), op->owner);  // for when no op of this engine failed it
   }
   if (++op->next_fence < op->wait_fences.size()) {
     engine->arm_fence(op);

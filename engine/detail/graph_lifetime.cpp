@@ -7,13 +7,13 @@
 namespace depengine::detail {
 
 GraphLifetime::GraphLifetime(EngineCore& core, std::vector<OwnedVar>& owned) : core_(&core) {
-  hook_ = core.at_shutdown([this] { drop(); });
+  hook_ = core.diagnostics().at_shutdown([this] { drop(); });
   owned_.swap(owned);
 }
 
 GraphLifetime::~GraphLifetime() {
   // True: the engine has not begun calling its shutdown hooks, so it is alive (and the hook will not run).
-  if (hook_.cancel()) core_->delete_all_owned(owned_);
+  if (hook_.cancel()) core_->graphs().delete_all_owned(owned_);
 }
 
 void GraphLifetime::drop() noexcept {

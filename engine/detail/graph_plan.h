@@ -20,9 +20,9 @@
 //     the graph's last users of V. A mutation other than the last writer's counts V's version itself (the middle
 //     entry's completion counts the last), so Version() stays exact.
 //
-// Replay (replay.cpp) takes a free instance, appends its joins to their queues under all their locks (as a push does,
-// in the order of the variables' addresses), and submits the ops nothing holds back. An op's completion poisons and
-// counts what it mutates, completes the joins it was the last to cover, and grants its successors; the instance is
+// Replay (graph_runner.cpp) takes a free instance, appends its joins to their queues under all their locks (as a push
+// does, in the order of the variables' addresses), and submits the ops nothing holds back. An op's completion poisons
+// and counts what it mutates, completes the joins it was the last to cover, and grants its successors; the instance is
 // free again when the replay has retired (below).
 //
 // Retirement. A replay is in flight, and its instance busy, until every op has completed; counting each op out would

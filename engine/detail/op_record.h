@@ -178,7 +178,7 @@ struct OpRecord final : Task, OpNode {
   // Moves on by one at every completion of an async op; a Completion carries the value it expects, so a second call
   // (or a call on a record since reused) fails its compare-exchange instead of completing someone else's op.
   std::atomic<std::uint64_t> ticket{0};
-  // With replay_completion: the async op of a replay whose Completion this record carries (replay.cpp), so that a
+  // With replay_completion: the async op of a replay whose Completion this record carries (graph_runner.cpp), so that a
   // stale call still finds pooled memory. Written before the Completion exists.
   GraphOp* replayed = nullptr;
 

@@ -182,7 +182,6 @@ OpRecord* EngineCore::make_record(const PushOptions& options, bool async) {
   return record_for(executor, options, async);
 }
 
-// A pooled record for an op of `executor`, with every field a push sets from its options.
 OpRecord* EngineCore::record_for(Executor* executor, const PushOptions& options, bool async) {
   OpRecord* op = RecordPool::acquire();
   op->prepare(this, executor, options.priority);
@@ -207,7 +206,7 @@ OpRecord* EngineCore::record_for(Executor* executor, const PushOptions& options,
   op->internal = false;
   op->owner = current_owner();
   op->scope = options.scope != nullptr ? options.scope->state_ : nullptr;
-  if (trace_.on() && executor != &internal_) op->trace_op = TraceRecorder::next_op();
+  if (trace().on() && executor != &internal_) op->trace_op = TraceRecorder::next_op();
   return op;
 }
 
@@ -248,7 +247,7 @@ void EngineCore::admit_at_bound(OpRecord* op, const char* api) {
   if (!in_flight_.admit_at_bound(api, op->name_view())) refuse_closed(op, api);
 }
 
-void EngineCore::submit_new(OpRecord* op, const char* api) {
+void EngineCore::submit(OpRecord* op, const char* api) {
   if (!in_flight_.try_admit(op->internal || t_running.engine == this)) [[unlikely]]
     admit_at_bound(op, api);
   const bool self_grant = pusher_grants(op);
@@ -281,31 +280,6 @@ void EngineCore::submit_new(OpRecord* op, const char* api) {
   hand_on(op, nullptr);
 }
 
-// Runs `op`, ready at its push, on the pushing thread (work-first), and submits what that makes ready.
-void EngineCore::run_pushed(OpRecord* op) noexcept {
-  TaskList ready;
-  execute(*op, -1, ready);
-  submit_in_priority_order(ready);
-}
-
-// Gives one grant to `op`; the last one hands it on.
-void EngineCore::grant(OpRecord* op, TaskList* ready) noexcept {
-  if (op->grant()) hand_on(op, ready);
-}
-
-// Hands on `op`, whose last grant the caller gave (through make_ready when signals are carried): to `ready`, the list
-// of a running executor, if given; else to its executor.
-void EngineCore::hand_on(OpRecord* op, TaskList* ready) noexcept {
-  TaskList own;
-  TaskList& out = ready != nullptr ? *ready : own;
-  if (has_streams_) {
-    make_ready(op, out);
-  } else {
-    out.push_back(op);
-  }
-  if (Task* task = own.pop_front()) task->executor()->submit(*task);
-}
-
 void EngineCore::push(OpRecord* op, VarList reads, VarList mutates) {
   try {
     gather_uses(op, reads, mutates);
@@ -314,15 +288,15 @@ void EngineCore::push(OpRecord* op, VarList reads, VarList mutates) {
     throw;
   }
   if (t_running.capturing == this) [[unlikely]] {
-    capture(op);
+    graphs_.capture(op);
     return;
   }
-  submit_new(op, op->async ? "PushAsync" : "Push");
+  submit(op, op->async ? "PushAsync" : "Push");
 }
 
 void EngineCore::delete_variable(Var var, OpFunction deleter, const PushOptions& options) {
   if (t_running.capturing == this) [[unlikely]] {
-    capture_deletion(var, std::move(deleter), options);
+    graphs_.capture_deletion(var, std::move(deleter), options);
     return;
   }
   push_deletion(vars_.checked(var, "DeleteVariable"), var.generation_, std::move(deleter), options);
@@ -334,10 +308,9 @@ void EngineCore::delete_owned(OwnedVar& owned) {
 
 void EngineCore::push_deletion(VarState* var, std::uint32_t generation, OpFunction deleter,
                                const PushOptions& options) {
-  submit_new(deletion_record(var, generation, std::move(deleter), options), "DeleteVariable");
+  submit(deletion_record(var, generation, std::move(deleter), options), "DeleteVariable");
 }
 
-// The record of a deletion of `var` (whose handles are of `generation`), with `deleter` as its function.
 OpRecord* EngineCore::deletion_record(VarState* var, std::uint32_t generation, OpFunction deleter,
                                       const PushOptions& options) {
   OpRecord* op = make_record(options, false);
@@ -359,7 +332,7 @@ void EngineCore::push_sync_op(VarState* var, std::uint32_t generation, OpFunctio
   op->uses[0] = VarUse{var, op, nullptr, Access::kSync, generation};
   op->num_uses = 1;
   op->fn = std::move(fn);
-  submit_new(op, api);
+  submit(op, api);
 }
 
 }  // namespace depengine::detail

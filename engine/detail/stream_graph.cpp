@@ -1,9 +1,8 @@
-// A graph of stream ops: planned at capture, pushed as one stream op per replay, and run at its issue (stream_graph.h).
+// A graph of stream ops, made from the captured ops (stream_graph.h); GraphRunner replays it (graph_runner.cpp).
 #include <algorithm>
 #include <string>
 #include <utility>
 
-#include <depengine/engine/detail/engine_core.h>
 #include <depengine/engine/detail/stream_graph.h>
 
 namespace depengine::detail {
@@ -62,108 +61,6 @@ void StreamGraph::clear_ended() const noexcept {
 void StreamGraph::count_extra_mutations() const noexcept {
   for (const Use& use : uses_) {
     for (std::uint32_t k = 0; k < use.extra_mutations; ++k) use.var->count_mutation();
-  }
-}
-
-// Replay of a graph of stream ops: one op, using every variable of the graph, pushed to the graph's executor, in the
-// replay's scope if it names one, else in the one its steps were captured with (graph.h, "Cancel scopes").
-void EngineCore::replay_streams(const std::shared_ptr<StreamGraph>& graph, ScopeState* scope) {
-  if (graph->engine_id() != vars_.engine_id()) throw Error("Replay: the graph was captured by another engine");
-  Executor* executor = &executor_at(graph->options().context.executor);
-  OpRecord* op = record_for(executor, graph->options(), false);
-  op->scope = scope != nullptr ? scope : graph->scope();  // counted in by submit_new, as a pushed op's
-  op->no_skip = true;                                     // input errors are handled step by step (run_stream_graph)
-  op->stream_graph = graph.get();  // the op's function keeps the graph alive until the record is recycled
-  try {
-    op->fn = OpFunction::make<false>(
-        [core = this, graph, owner = op->owner](const RunContext& ctx) { core->run_stream_graph(*graph, ctx, owner); });
-    const std::vector<StreamGraph::Use>& uses = graph->uses();
-    op->reserve_uses(uses.size());
-    for (std::size_t i = 0; i < uses.size(); ++i) {
-      op->uses[i] = VarUse{uses[i].var, op, nullptr, uses[i].access, uses[i].tag};
-    }
-    op->num_uses = static_cast<std::uint32_t>(uses.size());
-  } catch (...) {  // out of memory
-    op->recycle();
-    throw;
-  }
-  submit_new(op, "Replay");
-}
-
-namespace {
-
-// What Executor::replay_recorded calls to enqueue the steps, once, while it records them.
-struct Recording {
-  StreamGraph* graph;
-  RunContext* ctx;
-
-  static void enqueue(void* context) {
-    const Recording& recording = *static_cast<Recording*>(context);
-    for (StreamGraph::Step& step : recording.graph->steps()) {
-      recording.ctx->name = step.name_view();
-      step.fn(*recording.ctx, nullptr);
-    }
-  }
-};
-
-}  // namespace
-
-// A replay's op, issued on a stream (`outer`): runs the steps there, or launches their recording (stream_graph.h).
-// The op holds every variable of the graph (exclusively those it mutates), so the steps may read and set the
-// variables' errors and count their versions as the ops they stand for would.
-void EngineCore::run_stream_graph(StreamGraph& graph, const RunContext& outer, std::uint64_t owner) {
-  RunContext ctx = outer;
-  ctx.replay = graph.next_replay();
-  ctx.input_error = nullptr;
-  ctx.input_error_var = Var();
-  graph.count_extra_mutations();
-  auto poison_writes = [&](const StreamGraph::Use* uses, std::size_t count, const std::exception_ptr& error) {
-    for (std::size_t i = 0; i < count; ++i) {
-      if (uses[i].access != Access::kWrite || uses[i].var->error != nullptr) continue;
-      uses[i].var->error = error;
-      errors_.poison(vars_.handle(uses[i].var, uses[i].tag), error, owner);
-    }
-  };
-  if (outer.executor->records_work()) {
-    // The recorded work runs whole: an input error skips all of it.
-    const auto failed = std::find_if(graph.uses().begin(), graph.uses().end(),
-                                     [](const StreamGraph::Use& use) { return use.var->error != nullptr; });
-    if (failed != graph.uses().end()) {
-      poison_writes(graph.uses().data(), graph.uses().size(), failed->var->error);
-    } else {
-      Recording recording{&graph, &ctx};
-      outer.executor->replay_recorded(*outer.stream, graph.recorded(), &Recording::enqueue, &recording);
-    }
-    graph.clear_ended();  // the graph's variables end clean, as after the steps below
-    return;
-  }
-  for (StreamGraph::Step& step : graph.steps()) {
-    const StreamGraph::Use* uses = graph.step_uses(step);
-    const std::size_t count = step.uses_end - step.uses_begin;
-    const std::exception_ptr* input_error = nullptr;
-    std::size_t failed = 0;  // the use whose variable carries input_error
-    for (; failed < count; ++failed) {
-      if (uses[failed].var->error != nullptr) {
-        input_error = &uses[failed].var->error;
-        break;
-      }
-    }
-    std::exception_ptr error;
-    if (input_error != nullptr && !step.no_skip) {
-      error = *input_error;  // skipped: passes the error on to what it mutates
-    } else {
-      ctx.name = step.name_view();
-      ctx.input_error = input_error;
-      ctx.input_error_var = input_error != nullptr ? vars_.handle(uses[failed].var, uses[failed].tag) : Var();
-      try {
-        step.fn(ctx, nullptr);
-      } catch (...) {
-        error = std::current_exception();
-        errors_.raise(error, step.name_view(), owner);
-      }
-    }
-    if (error != nullptr) poison_writes(uses, count, error);
-    if (step.ends_var) uses->var->error = nullptr;  // a graph variable's end: the next replay finds it clean (graph.h)
   }
 }
 

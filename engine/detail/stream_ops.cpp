@@ -8,38 +8,6 @@
 
 namespace depengine::detail {
 
-ParkWaiter::ParkWaiter(OpRecord* owner) noexcept : TrackerWaiter(&EngineCore::unparked), op(owner) {}
-
-// An op whose last grant has arrived: completes its wait frontier (promised fences already in it) and hands it on (to
-// `ready`), or parks it on the tracker when its executor cannot wait for an entry that has not completed.
-void EngineCore::make_ready(OpRecord* op, TaskList& ready) noexcept {
-  for (std::uint32_t i = 0; i < op->num_uses; ++i) op->uses[i].var->merge_wait_signal(op->uses[i], op->requirement);
-  const Executor* executor = op->executor();
-  for (const FrontierEntry& entry : op->requirement) {
-    if (!executor->owns_axis(entry.axis) && tracker_.completed(entry.axis) < entry.epoch) {
-      park(op);
-      return;
-    }
-  }
-  ready.push_back(op);
-}
-
-// Parks `op` until its whole wait frontier has completed (a stream op waits for its own executor's entries too: rare,
-// and only conservative). The waiter's callback hands it to its executor, possibly on this thread before park returns.
-void EngineCore::park(OpRecord* op) noexcept {
-  try {
-    tracker_.wait_async(op->waiter, op->requirement);
-  } catch (...) {  // not reachable: the frontier is untainted and its axes are registered; fail the op, never lose it
-    unparked(op->waiter, std::current_exception());
-  }
-}
-
-void EngineCore::unparked(TrackerWaiter& waiter, std::exception_ptr error) noexcept {
-  OpRecord* op = static_cast<ParkWaiter&>(waiter).op;
-  if (error != nullptr) op->engine->take_input_error(op, error);
-  op->executor()->submit(*op);
-}
-
 // A stream the op waited for failed. The op holds every grant, so the variables it uses exclusively take the error
 // (a WaitForVar finds it there); the op itself is skipped unless it is no_skip.
 void EngineCore::take_input_error(OpRecord* op, const std::exception_ptr& error) noexcept {
@@ -51,7 +19,7 @@ void EngineCore::take_input_error(OpRecord* op, const std::exception_ptr& error)
     if (op->internal) {
       var->error = error;  // a wait or a clearing op: it takes the error from the variable itself
     } else {
-      poison(op, var, use, error);
+      poison(var, use.tag, error, op->owner);
     }
   }
   // A replay of stream ops is skipped whole: which of its steps the failed stream fed is not known here.
@@ -61,12 +29,12 @@ void EngineCore::take_input_error(OpRecord* op, const std::exception_ptr& error)
 bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry signal, std::uint32_t waited,
                        TaskList& ready) noexcept {
   OpRecord* op = static_cast<OpRecord*>(&task);
-  if (find_input_error(op)) {
+  if (stopped(op)) {
     if (op->stream_graph != nullptr) op->stream_graph->count_extra_mutations();  // skipped whole
     finish(op, ready, skipped_signal(op));
     return false;
   }
-  if (op->trace_op != 0) trace_.stream_issue(*op, signal, waited);
+  if (op->trace_op != 0) trace().stream_issue(*op, signal, waited);
   {
     const RunningScope running(this, &ready, op->owner);
     RunContext ctx{op->name_view(), -1, op->executor()};
@@ -79,7 +47,7 @@ bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry s
       op->fn(ctx, nullptr);
     } catch (...) {  // the op failed while issuing: its error, attached to what it mutates; its work may be enqueued
       op->error = std::current_exception();
-      errors_.raise(op->error, op->name_view(), op->owner);
+      errors().raise(op->error, op->name_view(), op->owner);
     }
   }
   op->issued_at = signal;
@@ -93,7 +61,7 @@ bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry s
 void EngineCore::skip(Task& task, std::exception_ptr error, TaskList& ready) noexcept {
   OpRecord* op = static_cast<OpRecord*>(&task);
   if (op->stream_graph != nullptr) op->stream_graph->count_extra_mutations();  // skipped whole
-  errors_.raise(error, op->name_view(), op->owner);  // a new error (bad placement), or the failed stream's again
+  errors().raise(error, op->name_view(), op->owner);  // a new error (bad placement), or the failed stream's again
   if (op->error == nullptr) op->error = std::move(error);
   finish(op, ready, skipped_signal(op));
 }
@@ -104,16 +72,16 @@ void EngineCore::complete_issued(Task& task, std::exception_ptr error) noexcept 
     // The variables it mutates were released at issue and may be in use, so the error is not attached to them here:
     // it reaches their later users through the failed axis on the tracker (take_input_error). Recorded for
     // WaitForAll, whose clearing op on each of them then finds it the same way.
-    errors_.raise(error, op->name_view(), op->owner);
+    errors().raise(error, op->name_view(), op->owner);
     for (std::uint32_t i = 0; i < op->num_uses; ++i) {
       const VarUse& use = op->uses[i];
       if (use.access == Access::kWrite && !op->deletes_var) {
-        errors_.poison(vars_.handle(state_of(use), use.tag), error, op->owner);
+        errors().poison(vars_.handle(state_of(use), use.tag), error, op->owner);
       }
     }
   }
   signal_fences(op, error != nullptr ? error : op->error);
-  if (op->trace_op != 0) trace_.stream_op(*op, in_flight_.upper_bound(), executors_);
+  if (op->trace_op != 0) trace().stream_op(*op, in_flight_.upper_bound(), executors_);
   retire(op);
 }
 

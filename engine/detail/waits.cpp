@@ -51,7 +51,7 @@ void EngineCore::wait_for_var(Var var) {
                "WaitForVar");
   in_flight_.help_until([&done] { return done.load(std::memory_order_acquire); });
   if (error != nullptr) {
-    errors_.reported(error, var);
+    errors().reported(error, var);
     std::rethrow_exception(error);
   }
 }
@@ -59,7 +59,7 @@ void EngineCore::wait_for_var(Var var) {
 void EngineCore::wait_for_all() {
   forbid_inside_op("WaitForAll");
   in_flight_.wait_for_zero();
-  ErrorLog::Taken taken = errors_.take(current_owner());
+  ErrorLog::Taken taken = errors().take(current_owner());
   // Clear the errors this thread's ops attached, in push order, so ops pushed meanwhile by other threads see a
   // consistent state. A variable that carries another error by then (a WaitForVar cleared ours, another thread's op
   // attached its own) keeps it.
@@ -78,7 +78,7 @@ void EngineCore::wait_for_all() {
     }
   }
   if (!taken.clear.empty()) in_flight_.wait_for_zero();
-  errors_.sink(taken.unreported, UnreportedError::When::kClearedByWaitForAll);
+  errors().sink(taken.unreported, UnreportedError::When::kClearedByWaitForAll);
   if (taken.first != nullptr) std::rethrow_exception(taken.first);
 }
 
@@ -117,7 +117,7 @@ void EngineCore::clear_errors(VarList vars) {
     // back every op pushed after, so the error it takes is the last one the earlier ops left.
     push_sync_op(var.state_, var.generation_, OpFunction::make<false>([this, var] {
                    const std::exception_ptr error = std::exchange(var.state_->error, nullptr);
-                   if (error != nullptr) errors_.reported(error, var);
+                   if (error != nullptr) errors().reported(error, var);
                  }),
                  "ClearErrors");
   }
@@ -125,9 +125,9 @@ void EngineCore::clear_errors(VarList vars) {
 
 void EngineCore::stop_trace() {
   forbid_inside_op("StopTrace");
-  TraceRecorder& recorder = trace_.stop_begin();
+  TraceRecorder& recorder = trace().stop_begin();
   in_flight_.wait_for_zero();
-  trace_.stop_end();
+  trace().stop_end();
   recorder.write();
 }
 

@@ -1,0 +1,82 @@
+// GraphRunner: the engine's graph machinery (Engine::Capture and Engine::Replay; graph.h for the contract). It captures
+// a step's pushes (graph_capture.cpp), plans them (a GraphPlan, graph_plan.h; on an engine with a stream executor a
+// StreamGraph, stream_graph.h) and replays them (graph_runner.cpp). What ends with a Graph handle is GraphLifetime's.
+//
+// The runner and the core (engine_core.h) meet at a narrow interface, and nowhere else:
+//   runner -> core: a replay's admission and its ops counted out (InFlight: admit_many, leave); the variables' locks
+//     and queues, where a replay's joins are appended and completed as a push's uses are (var_queue.h); the error log;
+//     the trace; the op gate (op_gate.h); and the core's own calls route() (a pushed op granted by a join's
+//     completion), release_hold() (the record a replayed async op's Completion points at), submit() (the one pushed op
+//     a replay of stream ops is) and the record makers for a capture's deletions.
+//   core -> runner: execute() for a replayed op an executor runs, grant_join() for a join its queue granted,
+//     complete_async() and retire_async() for the record of a replayed async op, and the Capture and Replay calls.
+// A replayed op passes the gate and runs its function as a pushed op does (EngineCore::call, call_async); it completes
+// through the plan's edges (complete()) instead of queues, which is all that differs.
+//
+// Thread safety: capture on the capturing thread; replays from any thread, concurrently; the rest on the threads that
+// run, grant and complete the replayed ops.
+#pragma once
+
+#include <cstdint>
+#include <exception>
+#include <memory>
+#include <vector>
+
+#include <depengine/engine/detail/graph_plan.h>
+#include <depengine/engine/detail/op_record.h>
+#include <depengine/engine/graph.h>
+#include <depengine/executors/executor.h>
+
+namespace depengine::detail {
+
+class EngineCore;
+class StreamGraph;
+
+class GraphRunner {
+ public:
+  explicit GraphRunner(EngineCore& core) noexcept : core_(core) {}
+  GraphRunner(const GraphRunner&) = delete;
+  GraphRunner& operator=(const GraphRunner&) = delete;
+
+  // graph_capture.cpp (Engine::Capture): begin_capture() starts recording the calling thread's pushes; a push made
+  // while it records comes to capture() (deletions to capture_deletion()) instead of being published.
+  void begin_capture();
+  void abandon_capture() noexcept;
+  [[nodiscard]] Graph end_capture();
+  [[nodiscard]] bool capturing() const noexcept;
+  // NewVariable on the capturing thread: a variable the step may delete (graph.h, "Variables of a graph").
+  static void note_made(const Var& var);
+  void capture(OpRecord* op);
+  void capture_deletion(Var var, OpFunction deleter, const PushOptions& options);
+  // The real deletion of each variable a graph owned (graph_lifetime.h), reporting a refused one on stderr.
+  void delete_all_owned(std::vector<OwnedVar>& owned) noexcept;
+
+  // graph_runner.cpp (Engine::Replay).
+  void replay(const Graph& graph, const ReplayOptions& options);
+  // Runs replayed op `op` on `worker` (ExecutorHost::execute), its successors to `ready`.
+  void execute(GraphOp* op, int worker, TaskList& ready) noexcept;
+  // A join its queue granted: grants the ops it stands for (graph_plan.h, Joins). `from`: the trace id of the op whose
+  // completion granted it, for arrows to those ops; 0: untraced.
+  void grant_join(GraphJoin* join, TaskList& ready, std::uint64_t from = 0) noexcept;
+  // The Completion of a replayed async op, whose record is `record`, was called with `error`.
+  void complete_async(OpRecord* record, const std::exception_ptr& error, TaskList& ready) noexcept;
+  // Both parties of a replayed async op are done (EngineCore::release_hold): the record goes back, the op retires.
+  void retire_async(OpRecord* record) noexcept;
+
+ private:
+  // Completes a replayed op: poisons and counts what it mutates, completes the joins it was the last to cover, grants
+  // its successors, and retires it if `retire` (graph_plan.h, Retirement).
+  void complete(GraphOp* op, const GraphPlan::Op& planned, const std::exception_ptr& error, TaskList& ready,
+                bool retire) noexcept;
+  // A sink op or a join of `instance` is done; the last frees the instance and counts its ops out of flight.
+  void retire_instance(GraphInstance* instance) noexcept;
+  // A replay of a graph of stream ops: one pushed op (stream_graph.h); and that op's function, issued on a stream.
+  void replay_streams(const std::shared_ptr<StreamGraph>& graph, ScopeState* scope);
+  void run_stream_graph(StreamGraph& graph, const RunContext& outer, std::uint64_t owner);
+  // Why `op` cannot join a graph of stream ops whose first op is `first` (null: the graph is empty), or null.
+  [[nodiscard]] const char* refuse_in_stream_graph(const OpRecord* op, const CapturedOp* first) const noexcept;
+
+  EngineCore& core_;
+};
+
+}  // namespace depengine::detail
