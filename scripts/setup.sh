@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs the Debian bookworm packages depengine needs to build, test and benchmark. Idempotent: packages already
-# present are skipped, and nothing is fetched when all are. Run as root (or with sudo available).
+# present are skipped, and nothing is fetched when all are. Run it as root, or as a user who may use sudo: it installs
+# through sudo then.
 set -euo pipefail
 
 packages=(
