@@ -41,7 +41,7 @@ struct Stack {
 // every later chunk is advised to be backed by a transparent huge page (madvise MADV_HUGEPAGE, a hint the kernel may
 // ignore). A pusher that runs ahead of its workers cycles through up to max_in_flight records, and each op a worker
 // then runs was written a window earlier: on 4 KiB pages that window costs a TLB miss per op besides the cache misses
-// (bench/README.md, "Push-bound or run-bound").
+// (bench/notes/2026-11-27-run-bound-window.md).
 class Chunks {
  public:
   static constexpr std::size_t kChunk = std::size_t{2} << 20;
