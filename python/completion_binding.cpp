@@ -19,7 +19,7 @@ void bind_completion(py::module_& module) {
           "__call__",
           [](const CompletionBinding& self, py::object error) {
             std::exception_ptr failure;
-            if (!error.is_none()) failure = std::make_exception_ptr(PythonError::from_object(error));
+            if (!error.is_none()) failure = std::make_exception_ptr(PythonError::from_object(error, self.op));
             py::gil_scoped_release released;
             self.done(failure);
           },

@@ -5,6 +5,8 @@
 // the GIL, since completing an op may run the ops it made ready on the calling thread (the inline executor does).
 #pragma once
 
+#include <string>
+
 #include <depengine/engine/run_context.h>
 
 namespace pybind11 {
@@ -15,6 +17,7 @@ namespace depengine::python {
 
 struct CompletionBinding {
   Completion done;
+  std::string op;  // the op's name, attached to the exception it completes with
 };
 
 void bind_completion(pybind11::module_& module);

@@ -32,22 +32,9 @@ std::string describe(PyObject* exception) noexcept {
   }
 }
 
-}  // namespace
-
-PythonError PythonError::raise_from_op(std::string_view op) {
-  PyObject* type = nullptr;
-  PyObject* value = nullptr;
-  PyObject* traceback = nullptr;
-  PyErr_Fetch(&type, &value, &traceback);
-  PyErr_NormalizeException(&type, &value, &traceback);
-  if (traceback != nullptr && value != nullptr) PyException_SetTraceback(value, traceback);
-  Py_XDECREF(type);
-  Py_XDECREF(traceback);
-  if (value == nullptr) {  // an error indicator without a value cannot happen after a failed call; be defensive
-    value = PyObject_CallFunction(PyExc_RuntimeError, "s", "depengine: an op failed without an exception");
-  }
-  // The op's name, where the user will look: a note in the traceback's text, and an attribute for code. Failing to
-  // attach them (an exception class with __slots__) loses nothing but the name.
+// Attaches the op's name where the user will look: a note in the traceback's text, and an attribute for code. Failing
+// to attach them (an exception class with __slots__) loses nothing but the name.
+void name_exception(PyObject* value, std::string_view op) noexcept {
   const std::string name(op.empty() ? std::string("<unnamed>") : std::string(op));
   const std::string note = "depengine: raised by op '" + name + "'";
   if (PyObject* result = PyObject_CallMethod(value, "add_note", "s", note.c_str()); result != nullptr) {
@@ -62,14 +49,32 @@ PythonError PythonError::raise_from_op(std::string_view op) {
   } else {
     PyErr_Clear();
   }
+}
+
+}  // namespace
+
+PythonError PythonError::raise_from_op(std::string_view op) {
+  PyObject* type = nullptr;
+  PyObject* value = nullptr;
+  PyObject* traceback = nullptr;
+  PyErr_Fetch(&type, &value, &traceback);
+  PyErr_NormalizeException(&type, &value, &traceback);
+  if (traceback != nullptr && value != nullptr) PyException_SetTraceback(value, traceback);
+  Py_XDECREF(type);
+  Py_XDECREF(traceback);
+  if (value == nullptr) {  // an error indicator without a value cannot happen after a failed call; be defensive
+    value = PyObject_CallFunction(PyExc_RuntimeError, "s", "depengine: an op failed without an exception");
+  }
+  name_exception(value, op);
   return PythonError(value, describe(value));
 }
 
-PythonError PythonError::from_object(py::handle exception) {
+PythonError PythonError::from_object(py::handle exception, std::string_view op) {
   if (!PyExceptionInstance_Check(exception.ptr())) {
     throw py::type_error("depengine: a completion's error must be an exception instance, not " +
                          std::string(py::str(py::type::handle_of(exception).attr("__name__"))));
   }
+  name_exception(exception.ptr(), op);
   return PythonError(exception.inc_ref().ptr(), describe(exception.ptr()));
 }
 

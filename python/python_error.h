@@ -28,8 +28,9 @@ class PythonError : public std::exception {
  public:
   // Takes the Python exception being raised now (the GIL held, PyErr_Occurred()), clearing it, and names `op` in it.
   static PythonError raise_from_op(std::string_view op);
-  // Wraps `exception` (an instance of BaseException; the GIL held), as given to a Completion.
-  static PythonError from_object(pybind11::handle exception);
+  // Wraps `exception` (an instance of BaseException, else TypeError; the GIL held), as given to the Completion of
+  // op `op`, and names `op` in it.
+  static PythonError from_object(pybind11::handle exception, std::string_view op);
 
   [[nodiscard]] const char* what() const noexcept override { return what_.c_str(); }
   // The exception object (a borrowed reference, alive while this error is).

@@ -17,14 +17,14 @@ namespace {
 // The call's arguments, a new reference (null with a Python error set): the Completion if any, then a view of each
 // array. A view rather than the array itself, so that the op cannot flip the read-only flag of what it only reads for
 // later ops, and what it keeps of it is an ordinary NumPy view.
-PyObject* make_arguments(PyObject* arrays, std::uint64_t read_only, const Completion* done) {
+PyObject* make_arguments(PyObject* arrays, std::uint64_t read_only, const Completion* done, std::string_view op) {
   const Py_ssize_t count = arrays != nullptr ? PyTuple_GET_SIZE(arrays) : 0;
   const Py_ssize_t first = done != nullptr ? 1 : 0;
   PyObject* args = PyTuple_New(first + count);
   if (args == nullptr) return nullptr;
   if (done != nullptr) {
     try {
-      PyTuple_SET_ITEM(args, 0, py::cast(CompletionBinding{*done}).release().ptr());
+      PyTuple_SET_ITEM(args, 0, py::cast(CompletionBinding{*done, std::string(op)}).release().ptr());
     } catch (py::error_already_set& e) {
       e.restore();
       Py_DECREF(args);
@@ -50,7 +50,7 @@ PyObject* make_arguments(PyObject* arrays, std::uint64_t read_only, const Comple
 void PythonOp::call(const RunContext& ctx, const Completion* done) {
   GilHold gil;
   PyObject* result = nullptr;
-  if (PyObject* args = make_arguments(arrays_.get(), read_only_, done); args != nullptr) {
+  if (PyObject* args = make_arguments(arrays_.get(), read_only_, done, ctx.name); args != nullptr) {
     const EngineBinding* outer = std::exchange(t_running_engine, engine_);
     result = PyObject_Call(fn_.get(), args, nullptr);
     t_running_engine = outer;
