@@ -245,9 +245,10 @@ void EngineBinding::wait_for_all() {
       std::lock_guard<std::mutex> lock(mutex_);
       scopes = scopes_;
     }
-    wait_on_helper([this, scopes = std::move(scopes)] {
-      engine_->WaitForScope(all_);
-      for (const ScopeHandle& scope : scopes) engine_->WaitForScope(*scope);
+    // The helper holds what it uses, not `this`: after a KeyboardInterrupt it may outlive the call (close() joins it).
+    wait_on_helper([engine = engine_, all = all_, scopes = std::move(scopes)] {
+      engine->WaitForScope(all);
+      for (const ScopeHandle& scope : scopes) engine->WaitForScope(*scope);
     });
   }
   py::gil_scoped_release released;
@@ -257,7 +258,7 @@ void EngineBinding::wait_for_all() {
 void EngineBinding::wait_for_scope(const ScopeHandle& scope) {
   refuse_inside("wait_scope");
   Call call(*this);
-  if (scope->pending() != 0) wait_on_helper([this, scope] { engine_->WaitForScope(*scope); });
+  if (scope->pending() != 0) wait_on_helper([engine = engine_, scope] { engine->WaitForScope(*scope); });
   py::gil_scoped_release released;
   engine_->WaitForScope(*scope);
 }
@@ -354,13 +355,22 @@ void EngineBinding::close(bool interruptible) {
   if (interruptible && !closing_.load(std::memory_order_relaxed)) {
     // Ctrl-C here leaves the engine open and untouched. (relaxed: only this GIL-holding path reads it early.)
     if (engine_->InFlight() != 0) {
-      wait_on_helper([this] { engine_->WaitForScope(all_); });
+      wait_on_helper([engine = engine_, all = all_] { engine->WaitForScope(all); });
     }
   }
   // seq_cst: the other half of Call's Dekker pair.
   closing_.store(true, std::memory_order_seq_cst);
   open_engines().erase(this);
   destroyed_ = true;
+  if (t_running_engine == this) {
+    // Dropped by one of its own ops (the last reference was in what the op held): ~Engine waits for that op, so it
+    // cannot run here. A thread of its own ends the engine once the op has returned; it owns everything it touches.
+    std::thread([engine = engine_, helpers = std::move(helpers_)]() mutable {
+      for (Helper& helper : helpers) helper.thread.join();
+      delete engine;
+    }).detach();
+    return;
+  }
   py::gil_scoped_release released;
   // acquire: pairs with the release decrement in Call::leave(); the calls' use of the engine happens before its end.
   for (std::uint32_t left; (left = calls_.load(std::memory_order_acquire)) != 0;) {

@@ -9,8 +9,9 @@
 // Why not pybind11's gil_scoped_acquire on the workers: on a thread Python does not know, it creates a thread state
 // and deletes it again at the end of every scope, several microseconds per op. GilHold gives such a thread one thread
 // state for its lifetime instead, made on first use (PyGILState keeps it once its count never returns to zero), after
-// which taking the GIL is one PyGILState_Ensure. Those states are cleared with the interpreter at exit; the module's
-// atexit hook closes every engine before that, so no worker takes the GIL afterwards.
+// which taking the GIL is one PyGILState_Ensure; the state is deleted when the thread ends, or cleared with the
+// interpreter at exit (the module's atexit hook closes every engine before that, so no worker takes the GIL
+// afterwards).
 //
 // Lock order: a thread never waits for the GIL while it holds a lock of the engine that a thread holding the GIL may
 // wait for, because every binding that calls into the engine releases the GIL first (engine_binding.cpp). That is what
@@ -33,14 +34,27 @@ class GilHold {
   GilHold& operator=(const GilHold&) = delete;
 
  private:
+  // A thread Python has never seen gets a thread state that stays: one Ensure that is not released (its count stays at
+  // 1), after which the thread gives the GIL back. Every later Ensure/Release pair only counts and swaps. When the
+  // thread ends (a helper thread of a wait does), Forget drops that count, which deletes the state; at the process's
+  // end, after the interpreter is gone, it leaves it (the interpreter cleared it).
+  struct Forget {
+    bool primed = false;
+    ~Forget() {
+      if (!primed || !Py_IsInitialized() || _Py_IsFinalizing()) return;
+      PyEval_RestoreThread(PyGILState_GetThisThreadState());
+      PyGILState_Release(PyGILState_UNLOCKED);  // the count reaches 0: clears and deletes the state, releases the GIL
+    }
+  };
+
   static PyGILState_STATE ensure() noexcept {
-    // A thread Python has never seen gets a thread state that stays: one Ensure that is never released (its count
-    // stays at 1), after which the thread gives the GIL back. Every later Ensure/Release pair only counts and swaps.
     thread_local bool known = false;
     if (!known) {
       if (PyGILState_GetThisThreadState() == nullptr) {
+        thread_local Forget forget;
         (void)PyGILState_Ensure();
         (void)PyEval_SaveThread();
+        forget.primed = true;
       }
       known = true;
     }

@@ -53,12 +53,16 @@ void PythonOp::call(const RunContext& ctx, const Completion* done) {
   if (PyObject* args = make_arguments(arrays_.get(), read_only_, done, ctx.name); args != nullptr) {
     const EngineBinding* outer = std::exchange(t_running_engine, engine_);
     result = PyObject_Call(fn_.get(), args, nullptr);
-    t_running_engine = outer;
     Py_DECREF(args);
-  }
-  // A pushed op runs once: drop what it holds now, while the GIL is held, rather than take it again when the engine
-  // recycles the record. A replayed op keeps them for the next replay.
-  if (ctx.replay < 0) {
+    // A pushed op runs once: drop what it holds now, while the GIL is held, rather than take it again when the engine
+    // recycles the record. A replayed op keeps them for the next replay. Still marked as running: what this drops may
+    // be the last reference to the engine itself, whose closing must then not wait for this op (EngineBinding::close).
+    if (ctx.replay < 0) {
+      fn_.reset_holding_gil();
+      arrays_.reset_holding_gil();
+    }
+    t_running_engine = outer;
+  } else if (ctx.replay < 0) {
     fn_.reset_holding_gil();
     arrays_.reset_holding_gil();
   }

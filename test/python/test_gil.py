@@ -128,3 +128,25 @@ def test_ctrl_c_during_a_wait_raises_keyboard_interrupt_and_leaves_the_engine_us
     w = engine.variable()
     engine.push(lambda: None, mutates=[w])
     engine.wait_all()
+
+
+def test_engine_dropped_by_its_own_op():
+    # The op's closure holds the last reference to the engine: dropping it after the op ran closes the engine from
+    # inside that op, which must neither wait for the op (a deadlock) nor destroy what it runs on.
+    gate = threading.Event()
+    ran = threading.Event()
+
+    def make():
+        engine = depengine.Engine(workers=2)
+        v = engine.variable()
+
+        def op():
+            gate.wait()
+            engine.variable()  # uses the engine: the closure keeps it
+            ran.set()
+
+        engine.push(op, mutates=[v])
+
+    make()
+    gate.set()
+    assert ran.wait(30)
