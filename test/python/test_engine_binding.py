@@ -114,7 +114,7 @@ def test_unreported_errors_reach_the_sink():
         return fn
 
     engine.push(raiser(first), mutates=[v], name="a")
-    engine.push(raiser(second), mutates=[w], name="b")
+    engine.push(raiser(second), reads=[v], mutates=[w], name="b", no_skip=True)  # raises after "a" did
     with pytest.raises(ValueError) as caught:
         engine.wait_all()
     assert caught.value is first
