@@ -34,6 +34,7 @@ void CaptureRecorder::record(PythonOp op, PushArguments& arguments, bool async) 
   if (arguments.scope && std::find(scopes_.begin(), scopes_.end(), arguments.scope) == scopes_.end()) {
     scopes_.push_back(arguments.scope);
   }
+  for (pybind11::handle list : arguments.lists) lists_.push_back(pybind11::reinterpret_borrow<pybind11::object>(list));
   entries_.push_back(Entry{std::move(op), std::move(arguments.reads), std::move(arguments.mutates),
                            std::move(arguments.options), async});
 }

@@ -28,15 +28,21 @@ class CaptureRecorder {
 
   // The recorder capturing `engine`'s pushes on this thread, or null.
   [[nodiscard]] static CaptureRecorder* active(const EngineBinding& engine) noexcept;
-  void begin();         // Error if this thread already captures
-  void end() noexcept;  // stops recording (the records stay for push_recorded)
-  void discard() noexcept { entries_.clear(); }
+  void begin();              // Error if this thread already captures
+  void end() noexcept;       // stops recording (the records stay for push_recorded)
+  void discard() noexcept {  // requires the GIL
+    entries_.clear();
+    lists_.clear();
+  }
 
   void record(PythonOp op, PushArguments& arguments, bool async);
   // Engine::Capture's body: pushes every record, in order (the GIL released).
   void push_recorded(Engine& engine);
   // The user's scopes the records name (a replay without a scope of its own puts their ops in them).
   [[nodiscard]] const std::vector<ScopeHandle>& scopes() const noexcept { return scopes_; }
+  // The records' reads and mutates lists, for the Graph to keep: the Arrays they name live as long as it does (a
+  // replay of a graph whose variable was deleted is an Error).
+  [[nodiscard]] std::vector<pybind11::object> take_lists() noexcept { return std::move(lists_); }
 
  private:
   struct Entry {
@@ -48,7 +54,8 @@ class CaptureRecorder {
   };
   const EngineBinding* engine_;  // not owned: the capture's Python object keeps the engine's alive
   std::vector<Entry> entries_;
-  std::vector<ScopeHandle> scopes_;  // keeps the scopes that entries_' options point to alive
+  std::vector<ScopeHandle> scopes_;      // keeps the scopes that entries_' options point to alive
+  std::vector<pybind11::object> lists_;  // the records' reads and mutates lists (engine_binding.h, PushArguments)
   bool active_ = false;
 };
 

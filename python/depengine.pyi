@@ -68,7 +68,8 @@ class CancelScope:
     def pending(self) -> int: ...
 
 class Graph:
-    """Pushes captured once (with engine.capture() as graph) and replayed (engine.replay(graph))."""
+    """Pushes captured once (with engine.capture() as graph) and replayed (engine.replay(graph)). It keeps the Arrays
+    its ops use alive. Replaying a graph after a Variable it uses was deleted raises Error."""
     def __len__(self) -> int: ...
 
 class Capture:

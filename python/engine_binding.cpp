@@ -167,6 +167,8 @@ PushArguments EngineBinding::parse(py::handle reads, py::handle mutates, std::st
     for (std::size_t i = 0; i < arrays.size(); ++i) arguments.arrays[i] = std::move(arrays[i]);
   }
   arguments.read_only = read_only;
+  arguments.lists[0] = reads;
+  arguments.lists[1] = mutates;
   arguments.options.name = name;
   arguments.options.priority = priority;
   arguments.options.no_skip = no_skip;
@@ -300,6 +302,7 @@ std::uint64_t EngineBinding::version(Var var) const {
 
 void EngineBinding::start_trace(std::string path) {
   Call call(*this);
+  py::gil_scoped_release released;  // takes the engine's trace mutex
   engine_->StartTrace(std::move(path));
 }
 

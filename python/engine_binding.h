@@ -53,6 +53,9 @@ struct PushArguments {
   std::uint64_t read_only = 0;  // bit i: arrays[i] is only read
   PushOptions options;
   ScopeHandle scope;  // the user's, or null
+  // The lists as Python passed them, borrowed for the call: a capture keeps them, and its Graph then, so that the
+  // Arrays they name live as long as the graph that uses them.
+  pybind11::handle lists[2];
 };
 
 class EngineBinding {

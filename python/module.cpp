@@ -29,13 +29,17 @@ struct GraphBinding {
   EngineBinding* engine;
   std::optional<depengine::Graph> graph;
   std::vector<ScopeHandle> scopes;
+  std::vector<py::object> lists;  // the captured pushes' reads and mutates: keeps their Arrays alive
 
   GraphBinding(py::object owner, EngineBinding* binding) : engine_object(std::move(owner)), engine(binding) {}
   ~GraphBinding() {
     // Destroying a Graph may delete the variables it owns: an engine call, so without the GIL (its functions' PyRefs
     // take it back themselves).
-    py::gil_scoped_release released;
-    graph.reset();
+    {
+      py::gil_scoped_release released;
+      graph.reset();
+    }
+    lists.clear();  // the Arrays' deletions come after the graph's own end
   }
 };
 
@@ -186,6 +190,7 @@ void bind_graph(py::module_& m) {
           GraphBinding& graph = self.graph.cast<GraphBinding&>();
           graph.graph = self.engine->capture(*self.recorder);
           graph.scopes = self.recorder->scopes();
+          graph.lists = self.recorder->take_lists();
         }
         self.recorder->discard();
         return false;

@@ -254,3 +254,20 @@ def test_in_flight_report_and_trace(tmp_path, threaded):
     engine.push(lambda: None, mutates=[v], name="traced op")
     engine.stop_trace()
     assert "traced op" in path.read_text()
+
+
+def test_array_dropped_inside_a_capture_lives_until_the_capture_ends(engine):
+    import numpy as np
+
+    out = engine.zeros(1)
+    with engine.capture() as step:
+        tmp = engine.array(np.full(1, 2.0))
+
+        def add(t, o):
+            o += t
+
+        engine.push(add, reads=[tmp], mutates=[out])
+        del tmp
+    engine.replay(step)
+    engine.replay(step)
+    assert out.numpy()[0] == 4.0
