@@ -271,3 +271,26 @@ def test_array_dropped_inside_a_capture_lives_until_the_capture_ends(engine):
     engine.replay(step)
     engine.replay(step)
     assert out.numpy()[0] == 4.0
+
+
+def test_environment_knobs_apply_as_in_cpp(tmp_path):
+    # DEPENGINE_ENGINE_TYPE=NaiveEngine: every op on the pushing thread; DEPENGINE_TRACE: a trace file per engine.
+    import os
+    import subprocess
+    import sys
+
+    trace = tmp_path / "env.json"
+    script = ("import threading, depengine\n"
+              "with depengine.Engine(workers=2) as e:\n"
+              "    v = e.variable(); seen = []\n"
+              "    e.push(lambda: seen.append(threading.get_ident()), mutates=[v], name='env op')\n"
+              "    e.wait_all()\n"
+              "    print(seen == [threading.get_ident()])\n")
+    env = dict(os.environ, DEPENGINE_ENGINE_TYPE="NaiveEngine", DEPENGINE_TRACE=str(trace))
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "True"
+    assert "env op" in trace.read_text()
+    env["DEPENGINE_ENGINE_TYPE"] = "Bogus"
+    result = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert result.returncode != 0 and "depengine.Error" in result.stderr
