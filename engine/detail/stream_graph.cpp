@@ -92,7 +92,7 @@ void EngineCore::replay_streams(const std::shared_ptr<StreamGraph>& graph, Scope
 
 namespace {
 
-// What Executor::replay_recorded calls to enqueue the steps, once, while it records them.
+// What StreamFacet::replay_recorded calls to enqueue the steps, once, while it records them.
 struct Recording {
   StreamGraph* graph;
   RunContext* ctx;
@@ -124,7 +124,7 @@ void EngineCore::run_stream_graph(StreamGraph& graph, const RunContext& outer, s
       errors_.poison(vars_.handle(uses[i].var, uses[i].tag), error, owner);
     }
   };
-  if (outer.executor->records_work()) {
+  if (outer.executor->stream_facet()->records_work()) {  // a stream graph's executor has the facet
     // The recorded work runs whole: an input error skips all of it.
     const auto failed = std::find_if(graph.uses().begin(), graph.uses().end(),
                                      [](const StreamGraph::Use& use) { return use.var->error != nullptr; });
@@ -132,7 +132,7 @@ void EngineCore::run_stream_graph(StreamGraph& graph, const RunContext& outer, s
       poison_writes(graph.uses().data(), graph.uses().size(), failed->var->error);
     } else {
       Recording recording{&graph, &ctx};
-      outer.executor->replay_recorded(*outer.stream, graph.recorded(), &Recording::enqueue, &recording);
+      outer.executor->stream_facet()->replay_recorded(*outer.stream, graph.recorded(), &Recording::enqueue, &recording);
     }
     graph.clear_ended();  // the graph's variables end clean, as after the steps below
     return;

@@ -28,7 +28,7 @@ namespace {
 
 TEST_CASE("a same-stream chain of 1,000 ops issues no device wait", "[stream_executor]") {
   Watchdog watchdog("same-stream chain");
-  Engine engine(stream_engine_options());
+  StreamEngine engine;
   Var x = engine.NewVariable();
   StreamGate gate;
   std::uint64_t value = 0;  // touched only by stream work, in stream order
@@ -56,7 +56,7 @@ TEST_CASE("a same-stream chain of 1,000 ops issues no device wait", "[stream_exe
 
 TEST_CASE("a fork over 4 streams and its join wait exactly where the streams do not know", "[stream_executor]") {
   Watchdog watchdog("fork-join");
-  Engine engine(stream_engine_options({.compute_streams = 4}));
+  StreamEngine engine({.compute_streams = 4});
   Var x = engine.NewVariable(), z = engine.NewVariable();
   Var y[4] = {engine.NewVariable(), engine.NewVariable(), engine.NewVariable(), engine.NewVariable()};
   StreamGate gate;
@@ -87,7 +87,7 @@ TEST_CASE("a fork over 4 streams and its join wait exactly where the streams do 
 
 TEST_CASE("a transitive chain over 3 streams: the third waits on the second only", "[stream_executor]") {
   Watchdog watchdog("transitive chain");
-  Engine engine(stream_engine_options({.compute_streams = 3}));
+  StreamEngine engine({.compute_streams = 3});
   Var x = engine.NewVariable(), y = engine.NewVariable(), z = engine.NewVariable();
   StreamGate gate;
   std::uint64_t xv = 0, yv = 0, zv = 0;
@@ -109,7 +109,7 @@ TEST_CASE("a transitive chain over 3 streams: the third waits on the second only
 TEST_CASE("a write after reads on other streams waits for every read (write-after-read on the device)",
           "[stream_executor]") {
   Watchdog watchdog("write after read");
-  Engine engine(stream_engine_options({.compute_streams = 3}));
+  StreamEngine engine({.compute_streams = 3});
   Var x = engine.NewVariable(), a = engine.NewVariable(), b = engine.NewVariable();
   StreamGate gate;
   std::uint64_t xv = 1, av = 0, bv = 0;
@@ -271,7 +271,7 @@ TEST_CASE("an exception from a stream op's function is the op's error, as for a 
 
 TEST_CASE("placement: devices, kinds, pinned streams, and what a stream op's function is given", "[stream_executor]") {
   Watchdog watchdog("placement");
-  Engine engine(stream_engine_options({.devices = 2, .compute_streams = 2, .copy_streams = 1}));
+  StreamEngine engine({.devices = 2, .compute_streams = 2, .copy_streams = 1});
   const StreamExecutor& streams = stream_executor(engine);
   Var v = engine.NewVariable();
   std::vector<StreamPlacement> seen;
@@ -327,7 +327,7 @@ TEST_CASE("an all-reduce on a collective channel is one frontier entry: each dev
           "[stream_executor][collective]") {
   Watchdog watchdog("collective channel");
   constexpr int kDevices = 3;
-  Engine engine(stream_engine_options({.devices = kDevices, .compute_streams = 1, .collective_channels = 1}));
+  StreamEngine engine({.devices = kDevices, .compute_streams = 1, .collective_channels = 1});
   const StreamExecutor& streams = stream_executor(engine);
   const Axis channel = streams.axis(0, StreamKind::kCollective, 0);
   CHECK(channel.domain() == AxisDomain::kCollective);
@@ -588,10 +588,10 @@ TEST_CASE("an engine takes 8 devices of 2 compute and 1 copy stream with 2 colle
   Watchdog watchdog("26 stream axes");
   constexpr int kDevices = 8;
   EngineOptions options;
-  options.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}));
-  options.executors.push_back(std::make_unique<StreamExecutor>(
+  options.emplace<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1});
+  const ExecutorId<StreamExecutor> stream_id = options.emplace<StreamExecutor>(
       std::make_unique<HostStreamBackend>(HostStreamOptions{.devices = kDevices}),
-      StreamExecutorOptions{.compute_streams = 2, .copy_streams = 1, .collective_channels = 2}));
+      StreamExecutorOptions{.compute_streams = 2, .copy_streams = 1, .collective_channels = 2});
   Engine engine(std::move(options));
   for (int round = 0; round < 3; ++round) {
     std::vector<Var> vars;
@@ -620,8 +620,8 @@ TEST_CASE("an engine takes 8 devices of 2 compute and 1 copy stream with 2 colle
     CHECK(seen == kDevices * 3 + 1);
     CHECK(seen_on_cpu == kDevices * 3 + 1);
   }
-  CHECK(stream_executor(engine).axis_count() == kDevices * 3 + 2);
-  CHECK(stream_executor(engine).stats().waits_issued > 0);
+  CHECK(engine.executor(stream_id).axis_count() == kDevices * 3 + 2);
+  CHECK(engine.executor(stream_id).stats().waits_issued > 0);
 }
 
 }  // namespace
