@@ -14,7 +14,9 @@ Engine::~Engine() { core_->shutdown(); }
 Var Engine::NewVariable() { return core_->new_variable(); }
 
 detail::OpRecord* Engine::begin_push(const PushOptions& options, bool async) {
-  check_provenance(options.context.executor, async ? "PushAsync" : "Push");
+  if (foreign(options.context.executor)) [[unlikely]] {
+    throw_foreign_id(options.context.executor, async ? "PushAsync" : "Push");
+  }
   return core_->make_record(options, async);
 }
 detail::OpFunction& Engine::function_of(detail::OpRecord* op) noexcept { return op->fn; }
@@ -26,7 +28,9 @@ void Engine::abandon_push(detail::OpRecord* op) noexcept { detail::EngineCore::a
 void Engine::finish_push(detail::OpRecord* op, VarList reads, VarList mutates) { core_->push(op, reads, mutates); }
 
 void Engine::delete_variable(Var var, detail::OpFunction deleter, const PushOptions& options) {
-  check_provenance(options.context.executor, "DeleteVariable");
+  if (foreign(options.context.executor)) [[unlikely]] {
+    throw_foreign_id(options.context.executor, "DeleteVariable");
+  }
   core_->delete_variable(var, std::move(deleter), options);
 }
 
@@ -49,7 +53,9 @@ std::optional<std::string> Engine::FailedOpName(const std::exception_ptr& error)
   return core_->failed_op_name(error);
 }
 Executor& Engine::executor(ExecutorRef executor) const {
-  check_provenance(executor, "Engine::executor");
+  if (foreign(executor)) [[unlikely]] {
+    throw_foreign_id(executor, "Engine::executor");
+  }
   return core_->executor_at(executor.index());
 }
 

@@ -358,11 +358,10 @@ class Engine {
   }
   [[noreturn]] static void throw_empty_function(const char* api);
   [[noreturn]] static void throw_not_added_type(std::uint32_t index, const Executor& found);
-  // Throws Error if `executor` is an id that other options issued (executor_id.h, Provenance): a load and a compare.
-  void check_provenance(ExecutorRef executor, const char* api) const {
-    if (executor.options() != 0 && executor.options() != options_serial_) [[unlikely]] {
-      throw_foreign_id(executor, api);
-    }
+  // Whether `executor` is an id that other options issued (executor_id.h, Provenance): a load and a compare for an
+  // index. Callers throw with throw_foreign_id, naming the API only on that cold path.
+  [[nodiscard]] bool foreign(ExecutorRef executor) const noexcept {
+    return executor.options() != 0 && executor.options() != options_serial_;
   }
   [[noreturn]] void throw_foreign_id(ExecutorRef executor, const char* api) const;
   template <bool Async, class F>
