@@ -583,7 +583,9 @@ TEST_CASE("a stream executor needs a device, and an engine at most kMaxEngineAxe
 
 // An 8-device node: 2 compute streams and a copy stream per device, and 2 collective channels, 26 axes in one engine.
 // Every stream writes its own variable; one collective op reads all 26 (a wait frontier of 24 entries from other
-// streams plus its own channel's predecessor); a CPU op after it sees every write.
+// streams plus its own channel's predecessor); a CPU op after it sees every write. The writes hold at a gate until the
+// collective is issued, so none has completed by then and its waits are device waits (not found complete on the
+// tracker, which a slow push, as under ThreadSanitizer, let happen: waits_issued was 0 in 2 of about 30 runs there).
 TEST_CASE("an engine takes 8 devices of 2 compute and 1 copy stream with 2 collective channels", "[stream_executor]") {
   Watchdog watchdog("26 stream axes");
   constexpr int kDevices = 8;
@@ -596,10 +598,17 @@ TEST_CASE("an engine takes 8 devices of 2 compute and 1 copy stream with 2 colle
   for (int round = 0; round < 3; ++round) {
     std::vector<Var> vars;
     std::vector<int> written(kDevices * 3 + 1, 0);  // one per device stream, and one for channel 1
+    StreamGate gate;
     auto write = [&](std::size_t index, PushOptions placement) {
       vars.push_back(engine.NewVariable());
-      engine.Push([&written, index](const RunContext& ctx) { launch(ctx, [&written, index] { written[index] = 1; }); },
-                  {}, {vars.back()}, placement);
+      engine.Push(
+          [&written, &gate, index](const RunContext& ctx) {
+            launch(ctx, [&written, &gate, index] {
+              gate.hold();
+              written[index] = 1;
+            });
+          },
+          {}, {vars.back()}, placement);
     };
     for (std::uint32_t device = 0; device < kDevices; ++device) {
       write(device * 3, on_stream(0, device));
@@ -616,6 +625,10 @@ TEST_CASE("an engine takes 8 devices of 2 compute and 1 copy stream with 2 colle
         vars, {sum}, on_stream(0, 0, StreamKind::kCollective));
     int seen_on_cpu = -1;
     engine.Push([&seen, &seen_on_cpu] { seen_on_cpu = seen; }, {sum}, {}, PushOptions{.context = {.executor = kCpu}});
+    // The round's 26 stream ops issued (an op counts once its device waits are enqueued), then the writes may run.
+    const std::uint64_t issued = 26 * static_cast<std::uint64_t>(round + 1);
+    CHECK(wait_until([&] { return engine.executor(stream_id).stats().ops_issued >= issued; }));
+    gate.open();
     engine.WaitForAll();
     CHECK(seen == kDevices * 3 + 1);
     CHECK(seen_on_cpu == kDevices * 3 + 1);
