@@ -227,7 +227,7 @@ using HeldCall = std::unique_ptr<CommunicatorCall, TakePartUnrun>;
 
 }  // namespace
 
-Communicator::Communicator(Engine& engine, std::uint32_t executor) : engine_(&engine), index_(executor) {
+Communicator::Communicator(Engine& engine, ExecutorRef executor) : engine_(&engine), index_(executor) {
   mpi_ = dynamic_cast<MpiExecutor*>(&engine.executor(executor));
   if (mpi_ == nullptr) {
     throw Error("Communicator: executor " + std::to_string(executor) + " of the engine is '" +

@@ -124,8 +124,8 @@ concept SummableElement = std::same_as<T, float> || std::same_as<T, double> || s
 
 class Communicator {
  public:
-  // The communicator of engine.executor(executor), which must be an MpiExecutor (else Error).
-  Communicator(Engine& engine, std::uint32_t executor);
+  // The communicator of engine.executor(executor) (its ExecutorId or index), which must be an MpiExecutor (else Error).
+  Communicator(Engine& engine, ExecutorRef executor);
 
   [[nodiscard]] int rank() const noexcept { return mpi_->rank(); }
   [[nodiscard]] int size() const noexcept { return mpi_->size(); }
@@ -166,9 +166,9 @@ class Communicator {
   void check_rank(int rank, const char* what) const;
   void check_tag(int tag, const char* call) const;
 
-  Engine* engine_;       // not owned
-  std::uint32_t index_;  // of the MpiExecutor in the engine's executors
-  MpiExecutor* mpi_;     // not owned: the engine's
+  Engine* engine_;     // not owned
+  ExecutorRef index_;  // the MpiExecutor among the engine's executors
+  MpiExecutor* mpi_;   // not owned: the engine's
 };
 
 }  // namespace depengine

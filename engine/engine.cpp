@@ -1,15 +1,22 @@
+#include <atomic>
+#include <string>
+
 #include <depengine/engine/detail/engine_core.h>
 #include <depengine/engine/engine.h>
 
 namespace depengine {
 
-Engine::Engine(EngineOptions options) : core_(std::make_unique<detail::EngineCore>(std::move(options))) {}
+Engine::Engine(EngineOptions options)
+    : options_serial_(options.executor_ids_.peek()), core_(std::make_unique<detail::EngineCore>(std::move(options))) {}
 
 Engine::~Engine() { core_->shutdown(); }
 
 Var Engine::NewVariable() { return core_->new_variable(); }
 
 detail::OpRecord* Engine::begin_push(const PushOptions& options, bool async) {
+  if (foreign(options.context.executor)) [[unlikely]] {
+    throw_foreign_id(options.context.executor, async ? "PushAsync" : "Push");
+  }
   return core_->make_record(options, async);
 }
 detail::OpFunction& Engine::function_of(detail::OpRecord* op) noexcept { return op->fn; }
@@ -21,6 +28,9 @@ void Engine::abandon_push(detail::OpRecord* op) noexcept { detail::EngineCore::a
 void Engine::finish_push(detail::OpRecord* op, VarList reads, VarList mutates) { core_->push(op, reads, mutates); }
 
 void Engine::delete_variable(Var var, detail::OpFunction deleter, const PushOptions& options) {
+  if (foreign(options.context.executor)) [[unlikely]] {
+    throw_foreign_id(options.context.executor, "DeleteVariable");
+  }
   core_->delete_variable(var, std::move(deleter), options);
 }
 
@@ -42,7 +52,32 @@ std::string Engine::InFlightReport() const { return core_->diagnostics().snapsho
 std::optional<std::string> Engine::FailedOpName(const std::exception_ptr& error) const {
   return core_->diagnostics().errors().op_of(error);
 }
-Executor& Engine::executor(std::uint32_t index) const { return core_->executor_at(index); }
+Executor& Engine::executor(ExecutorRef executor) const {
+  if (foreign(executor)) [[unlikely]] {
+    throw_foreign_id(executor, "Engine::executor");
+  }
+  return core_->executor_at(executor.index());
+}
+
+void Engine::throw_foreign_id(ExecutorRef executor, const char* api) const {
+  throw Error(std::string(api) + ": the ExecutorId (index " + std::to_string(executor.index()) +
+              ") was issued by the EngineOptions of another engine; an id names an executor only on the engine built "
+              "from the options whose add() returned it");
+}
+
+void Engine::throw_not_added_type(std::uint32_t index, const Executor& found) {
+  throw Error("Engine::executor(ExecutorId): executor " + std::to_string(index) + " is now '" +
+              std::string(found.name()) +
+              "', not of the type its id was issued for (DEPENGINE_ENGINE_TYPE=NaiveEngine replaces CPU executors by "
+              "inline ones; or EngineOptions::executors was edited after the add)");
+}
+
+std::uint32_t detail::OptionsSerial::get() {
+  // relaxed: only uniqueness matters, which the atomic increment gives; nothing is published with the value.
+  static std::atomic<std::uint32_t> next{1};
+  if (value_ == 0) value_ = next.fetch_add(1, std::memory_order_relaxed);
+  return value_;
+}
 ShutdownHook Engine::AtShutdown(std::function<void()> fn) { return core_->diagnostics().at_shutdown(std::move(fn)); }
 ReportHook Engine::AtReport(std::function<std::string()> describe) {
   return core_->diagnostics().at_report(std::move(describe));

@@ -2,8 +2,9 @@
 // allow.
 //
 //   depengine::EngineOptions options;
-//   options.executors.push_back(std::make_unique<depengine::ThreadPoolExecutor>());
+//   auto pool = options.emplace<depengine::ThreadPoolExecutor>();  // an ExecutorId<ThreadPoolExecutor>
 //   depengine::Engine engine(std::move(options));
+//   depengine::ThreadPoolExecutor& workers = engine.executor(pool);  // typed: no index, no cast (executor_id.h)
 //   depengine::Var a = engine.NewVariable(), b = engine.NewVariable();
 //   engine.Push([&] { x = 1; }, {}, {a});                // mutates a
 //   engine.Push([&] { y = x + 1; }, {a}, {b});           // reads a, mutates b: runs after the first
@@ -90,6 +91,7 @@
 #include <depengine/engine/detail/op_function.h>
 #include <depengine/engine/engine_hook.h>
 #include <depengine/engine/errors.h>
+#include <depengine/engine/executor_id.h>
 #include <depengine/engine/graph.h>
 #include <depengine/engine/push_options.h>
 #include <depengine/engine/run_context.h>
@@ -112,9 +114,27 @@ concept AsyncOpFunction = (std::invocable<std::decay_t<F>&, const RunContext&, C
                           (std::invocable<std::decay_t<F>&, Completion>);
 
 struct EngineOptions {
-  // The running policies, owned by the engine. PushOptions::context.executor indexes this list; the first is the
-  // default. At least one is required.
+  // The running policies, owned by the engine. PushOptions::context.executor names one (an ExecutorId from add or
+  // emplace, or an index into this list); the first is the default. At least one is required.
   std::vector<std::unique_ptr<Executor>> executors{};
+
+  // Appends `executor` to `executors` and returns its typed id (executor_id.h), which names it in push contexts and
+  // reaches it as an E through Engine::executor(id), on the engine built from these options only. Throws Error for a
+  // null executor (adding nothing). Allocates as the vector's push_back does.
+  template <std::derived_from<Executor> E>
+  ExecutorId<E> add(std::unique_ptr<E> executor) {
+    if (executor == nullptr) throw Error("EngineOptions::add: the executor is null");
+    const std::uint32_t serial = executor_ids_.get();
+    executors.push_back(std::move(executor));
+    return ExecutorId<E>(static_cast<std::uint32_t>(executors.size() - 1), serial);
+  }
+  // add(std::make_unique<E>(args...)).
+  template <std::derived_from<Executor> E, class... Args>
+  ExecutorId<E> emplace(Args&&... args) {
+    static_assert(std::constructible_from<E, Args&&...>,
+                  "EngineOptions::emplace<E>(args...): E has no constructor taking these arguments");
+    return add(std::make_unique<E>(std::forward<Args>(args)...));
+  }
   // The most ops pushed and not yet completed (see Back-pressure above). At least 1.
   std::size_t max_in_flight = std::size_t{1} << 16;
   // Receives each error that no wait rethrew when the engine stops keeping it (see Errors above; errors.h). Null: one
@@ -140,6 +160,9 @@ struct EngineOptions {
   // waits only for those that have, so that destroying an engine with many ops queued returns in bounded time. Off:
   // every pushed op runs first.
   bool cancel_on_destruction = false;
+
+  // Which EngineOptions issued an id (executor_id.h, Provenance): set by the first add. Not for users to set.
+  detail::OptionsSerial executor_ids_{};
 };
 
 class Engine {
@@ -284,8 +307,22 @@ class Engine {
   // for 64 tries in a row, it returns an upper bound of that count instead.)
   [[nodiscard]] std::size_t InFlight() const noexcept;
 
-  // The executor at `index` of EngineOptions::executors. Throws Error if out of range.
-  [[nodiscard]] Executor& executor(std::uint32_t index) const;
+  // The executor that `executor` names: an index of EngineOptions::executors, or an id of these options
+  // (executor_id.h). Throws Error if the index is out of range or the id was issued by other options.
+  [[nodiscard]] Executor& executor(ExecutorRef executor) const;
+  // The executor `id` names, as the type it was added as: no cast. Throws Error as above, and if the executor there is
+  // not an E (DEPENGINE_ENGINE_TYPE=NaiveEngine replaced it by an inline one, or the options' vector was edited after
+  // the add). A dynamic_cast per call: keep the reference rather than calling this per op.
+  template <class E>
+  [[nodiscard]] E& executor(ExecutorId<E> id) const {
+    Executor& found = executor(ExecutorRef(id));
+    if constexpr (std::same_as<E, Executor>) {
+      return found;
+    } else {
+      if (auto* typed = dynamic_cast<E*>(&found)) return *typed;
+      throw_not_added_type(id.index(), found);
+    }
+  }
 
   // Registers `fn` to be called once when the engine is destroyed, after every op has completed and before the
   // executors stop, unless the returned hook is cancelled (or destroyed) first: see engine_hook.h. For objects that
@@ -320,6 +357,13 @@ class Engine {
     }
   }
   [[noreturn]] static void throw_empty_function(const char* api);
+  [[noreturn]] static void throw_not_added_type(std::uint32_t index, const Executor& found);
+  // Whether `executor` is an id that other options issued (executor_id.h, Provenance): a load and a compare for an
+  // index. Callers throw with throw_foreign_id, naming the API only on that cold path.
+  [[nodiscard]] bool foreign(ExecutorRef executor) const noexcept {
+    return executor.options() != 0 && executor.options() != options_serial_;
+  }
+  [[noreturn]] void throw_foreign_id(ExecutorRef executor, const char* api) const;
   template <bool Async, class F>
   void emplace(detail::OpRecord* op, F&& fn) {
     try {
@@ -337,6 +381,9 @@ class Engine {
   void abandon_capture() noexcept;
   [[nodiscard]] Graph end_capture();
 
+  // The serial of the options the engine was built from (0 when they issued no id); declared before core_, which
+  // takes the options. Immutable.
+  std::uint32_t options_serial_;
   std::unique_ptr<detail::EngineCore> core_;
 };
 

@@ -21,7 +21,7 @@
 // and one kind of stream, and a replay is one stream op: it uses every variable of the graph (mutating those that any
 // of its ops mutates), orders against pushes as that one op, and is issued on one stream with the device waits that
 // op needs. Its issue runs the captured ops there in captured order: on host streams by calling their functions, with
-// errors step by step as if each were pushed; on CUDA and HIP (Executor::records_work) the first replay records the
+// errors step by step as if each were pushed; on CUDA and HIP (StreamFacet::records_work) the first replay records the
 // work the functions enqueue into a graph (stream capture) and every replay launches that graph, so later replays do
 // not call the functions (their RunContext::replay is the recording replay's), an input error skips the whole replay,
 // and a function that throws while being recorded, or makes its stream wait (StreamPlacement::wait_for), fails it.

@@ -4,16 +4,19 @@
 #include <cstdint>
 
 #include <depengine/engine/cancel_scope.h>
+#include <depengine/engine/executor_id.h>
 #include <depengine/engine/fence.h>
 #include <depengine/engine/op_name.h>
 #include <depengine/engine/vocabulary/vocabulary.h>
 
 namespace depengine {
 
-// Where the op runs: which running policy (an index into EngineOptions::executors; 0, the first, is the default) and,
-// for a stream executor, on which device and kind of stream. CPU executors ignore the placement fields.
+// Where the op runs: which running policy (an ExecutorId from EngineOptions::add, or an index into
+// EngineOptions::executors; 0, the first, is the default: executor_id.h) and, for a stream executor, on which device
+// and kind of stream. CPU executors ignore the placement fields. A push whose id another engine's options issued throws
+// Error.
 struct Context {
-  std::uint32_t executor = 0;
+  ExecutorRef executor = 0;
   std::uint32_t device = 0;  // a device index of the stream executor's backend
   StreamKind stream_kind = StreamKind::kCompute;
   // A stream among the device's streams of that kind (0-based), or -1 to let the executor choose: it prefers a

@@ -31,7 +31,9 @@ struct RunContext {
   Executor* executor = nullptr;  // the executor running it (owned by the engine)
   // For an op of a stream executor: the stream it is being issued on (backend, stream handle, device, axis, epoch;
   // executors/stream/stream_executor.h). The function enqueues its device work there and returns; the op completes
-  // when that work has. Null for CPU executors.
+  // when that work has: a kernel on ctx.stream->native (CUDA, HIP), host work with launch_host(*ctx.stream, fn) on
+  // host streams (executors/host_stream/host_stream_backend.h). No cast of the executor or the backend is needed. Null
+  // for CPU executors.
   const StreamPlacement* stream = nullptr;
   // For an op of a stream executor: its wait frontier, the signals of the ops it depends on (its stream waits for
   // them, or already follows them, before the work enqueued now). What a deletion hands a memory pool as the death

@@ -4,8 +4,8 @@
 #pragma once
 
 #define DEPENGINE_VERSION_MAJOR 0
-#define DEPENGINE_VERSION_MINOR 2
+#define DEPENGINE_VERSION_MINOR 3
 #define DEPENGINE_VERSION_PATCH 0
-// One number that orders versions: 10000 * major + 100 * minor + patch (0.2.0 is 200).
+// One number that orders versions: 10000 * major + 100 * minor + patch (0.3.0 is 300).
 #define DEPENGINE_VERSION (DEPENGINE_VERSION_MAJOR * 10000 + DEPENGINE_VERSION_MINOR * 100 + DEPENGINE_VERSION_PATCH)
-#define DEPENGINE_VERSION_STRING "0.2.0"
+#define DEPENGINE_VERSION_STRING "0.3.0"

@@ -13,11 +13,11 @@
 //   - CPU executors (inline, threadpool) complete an op when execute() returns (or its Completion is called). They
 //     own no axis: the engine hands them an op only once every entry of its wait frontier has completed (it parks the
 //     op on the tracker until then), so they never wait for a device.
-//   - Stream executors (issues_ahead() is true) ISSUE an op: they pick a FIFO stream, make it wait on device events
-//     for the entries of the op's wait frontier (requirement()) that the stream does not already know, and call
-//     issue(), which runs the op's function (it enqueues device work) and releases the op's variables at once with
-//     the signal (stream axis, epoch). When the device has finished, they advance the tracker and report
-//     complete_issued(). Each stream is one axis of the engine's tracker, registered in start().
+//   - Stream executors (stream_facet() is not null: the StreamFacet below) ISSUE an op: they pick a FIFO stream, make
+//     it wait on device events for the entries of the op's wait frontier (requirement()) that the stream does not
+//     already know, and call issue(), which runs the op's function (it enqueues device work) and releases the op's
+//     variables at once with the signal (stream axis, epoch). When the device has finished, they advance the tracker
+//     and report complete_issued(). Each stream is one axis of the engine's tracker, registered in start().
 //
 // Lifetime: the Engine owns its executors. It calls start() once before the first submit(), and stop() once after
 // the last op has completed; the executor must not call into the host after stop() returns.
@@ -140,7 +140,7 @@ class ExecutorHost {
   ~ExecutorHost() = default;
 };
 
-// Work an executor recorded once, to launch again (Executor::replay_recorded): a CUDA or HIP graph. Opaque to the
+// Work an executor recorded once, to launch again (StreamFacet::replay_recorded): a CUDA or HIP graph. Opaque to the
 // engine, which keeps it for the graph of stream ops that it was recorded for (engine/graph.h).
 class RecordedOps {
  public:
@@ -150,6 +150,50 @@ class RecordedOps {
   virtual ~RecordedOps() = default;
 };
 
+// The stream facet: what only a stream executor has (Executor::stream_facet()). An executor that issues ops ahead of
+// their completion on FIFO streams implements it besides Executor (StreamExecutor does); a CPU executor has none, and
+// pays nothing for it. The engine reads the facet pointer once per executor at construction where it matters on a hot
+// path (as it does has_streams_), so a CPU push never calls into it.
+//
+// Thread safety: as Executor: every function may be called from any thread, concurrently, after construction (the
+// facet's answers about axes and placements are fixed once the executor is built; device_waits() is a statistic).
+// Lifetime: the facet is part of its executor and lives as long as it.
+class StreamFacet {
+ public:
+  StreamFacet(const StreamFacet&) = delete;
+  StreamFacet& operator=(const StreamFacet&) = delete;
+
+  // Whether `axis` is one of this executor's streams, which it can make another of its streams wait for without the
+  // host. Entries of a wait frontier on other axes must complete before the op is handed over.
+  [[nodiscard]] virtual bool owns_axis(Axis axis) const noexcept = 0;
+  // Why an op placed on `device`, a stream of `kind` and `stream` (an index, or -1 for the executor's choice) cannot
+  // be issued here, a device or stream it does not have; empty when it can. The engine asks at each push to such an
+  // executor, so that a bad placement is an Error at the push.
+  [[nodiscard]] virtual std::string placement_error(std::uint32_t device, StreamKind kind,
+                                                    std::int32_t stream) const = 0;
+  // How many axes the executor registers in start() (fixed at construction: the engine counts them before starting).
+  [[nodiscard]] virtual std::size_t axis_count() const noexcept = 0;
+  // A name for one of its axes, for traces: "d0 compute 1". By default the axis's own (to_string).
+  [[nodiscard]] virtual std::string axis_name(Axis axis) const { return to_string(axis); }
+  // Its device waits so far (traces sample them).
+  [[nodiscard]] virtual DeviceWaits device_waits() const noexcept = 0;
+
+  // Whether replay_recorded() works: a stream executor whose device runtime records work (CUDA, HIP graphs).
+  [[nodiscard]] virtual bool records_work() const noexcept { return false; }
+  // During an issue (ExecutorHost::issue, on the issuing thread, with the `where` it was given): enqueues on that
+  // stream the work `recorded` holds. If it holds none yet, first records what enqueue(context) enqueues there, called
+  // once and recorded instead of run; a throw of enqueue discards the recording and propagates. Throws what the
+  // backend throws (StreamError); std::logic_error where records_work() is false.
+  virtual void replay_recorded(const StreamPlacement& where, std::unique_ptr<RecordedOps>& recorded,
+                               void (*enqueue)(void* context), void* context);
+
+ protected:
+  StreamFacet() = default;
+  ~StreamFacet() = default;  // not owned through the facet: the engine owns the Executor
+};
+
+// What every executor implements. Capabilities of some executors only are facets (StreamFacet), reached through a
+// pointer set at construction, not virtual functions with do-nothing defaults on every executor.
 class Executor {
  public:
   Executor() = default;
@@ -187,41 +231,23 @@ class Executor {
   // Whether run_here() can ever say yes: a plain load, so that a push to any other executor pays no call.
   [[nodiscard]] bool offers_work_first() const noexcept { return offers_work_first_; }
 
-  // True for stream executors: ops are issued (released at issue with a signal) and complete later, on the device.
-  // Such an executor takes only synchronous pushes (an asynchronous op completes on its own terms, not the stream's).
-  [[nodiscard]] virtual bool issues_ahead() const noexcept { return false; }
-  // Whether `axis` is one of this executor's streams, which it can make another of its streams wait for without the
-  // host. Entries of a wait frontier on other axes must complete before the op is handed over.
-  [[nodiscard]] virtual bool owns_axis(Axis /*axis*/) const noexcept { return false; }
-  // For a stream executor: why an op placed on `device`, a stream of `kind` and `stream` (an index, or -1 for the
-  // executor's choice) cannot be issued here, a device or stream it does not have; empty when it can. The engine asks
-  // at each push to such an executor, so that a bad placement is an Error at the push. CPU executors ignore placement.
-  [[nodiscard]] virtual std::string placement_error(std::uint32_t /*device*/, StreamKind /*kind*/,
-                                                    std::int32_t /*stream*/) const {
-    return {};
-  }
   // Whether DEPENGINE_ENGINE_TYPE=NaiveEngine may replace the executor with an inline one (engine.h): CPU executors
   // whose ops may run on any thread. Not stream executors, nor an executor whose ops need a thread of its own (the MPI
   // executor's progress thread).
   [[nodiscard]] virtual bool inline_replaceable() const noexcept { return !issues_ahead(); }
-  // How many axes the executor registered in start().
-  [[nodiscard]] virtual std::size_t axis_count() const noexcept { return 0; }
-  // A name for one of its axes, for traces: "d0 compute 1". By default the axis's own (to_string).
-  [[nodiscard]] virtual std::string axis_name(Axis axis) const { return to_string(axis); }
-  // Its device waits so far (traces sample them); none for CPU executors.
-  [[nodiscard]] virtual DeviceWaits device_waits() const noexcept { return {}; }
 
-  // Whether replay_recorded() works: a stream executor whose device runtime records work (CUDA, HIP graphs).
-  [[nodiscard]] virtual bool records_work() const noexcept { return false; }
-  // During an issue (ExecutorHost::issue, on the issuing thread, with the `where` it was given): enqueues on that
-  // stream the work `recorded` holds. If it holds none yet, first records what enqueue(context) enqueues there, called
-  // once and recorded instead of run; a throw of enqueue discards the recording and propagates. Throws what the
-  // backend throws (StreamError); std::logic_error where records_work() is false.
-  virtual void replay_recorded(const StreamPlacement& where, std::unique_ptr<RecordedOps>& recorded,
-                               void (*enqueue)(void* context), void* context);
+  // The executor's stream facet, or null for a CPU executor: a plain load of a pointer its constructor set, so asking
+  // costs no call. Lives as long as the executor.
+  [[nodiscard]] StreamFacet* stream_facet() const noexcept { return stream_facet_; }
+  // True for stream executors (stream_facet() is not null): ops are issued (released at issue with a signal) and
+  // complete later, on the device. Such an executor takes only synchronous pushes (an asynchronous op completes on its
+  // own terms, not the stream's).
+  [[nodiscard]] bool issues_ahead() const noexcept { return stream_facet_ != nullptr; }
 
  protected:
   bool offers_work_first_ = false;  // set by an executor's constructor, immutable after
+  // Set by a stream executor's constructor (to itself, as a StreamFacet), immutable after. Not owned.
+  StreamFacet* stream_facet_ = nullptr;
 };
 
 }  // namespace depengine

@@ -41,12 +41,6 @@ LIBRARY_ROOTS = ("support", "engine", "executors", "memory", "distributed")
 SOURCE_SUFFIXES = {".h", ".cpp", ".cu", ".hip"}
 # An include of ours: by its path from the repository root, quoted, or through the project's name, as installed.
 INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<depengine/([^>]+)>)')
-# Deprecated forwarding headers (CHANGELOG.md): each keeps an old path compiling for one release by including the
-# header that moved, wherever its layer now is. Each may make that one include.
-FORWARDING = {
-    "memory/buffer.h": "memory/buffers/buffer.h",
-    "engine/shutdown_hook.h": "engine/engine_hook.h",
-}
 LIBRARY = re.compile(r"depengine_library\(([^)]*)\)", re.S)
 
 
@@ -76,8 +70,6 @@ def check(root: pathlib.Path):
                 target = match and (match.group(1) or match.group(2))
                 if not target or "/" not in target:
                     continue  # a system header, or a sibling included by its bare name
-                if FORWARDING.get(rel) == target:
-                    continue
                 target_layer = layer_of(target.rsplit("/", 1)[0])
                 if target_layer is None or target_layer not in allowed:
                     may = ", ".join(LAYERS[layer]) or "nothing of ours"

@@ -60,7 +60,7 @@ PushOptions on(std::int32_t stream) {
 }
 
 void empty_launch(const RunContext& ctx) {
-  static_cast<HostStreamBackend*>(ctx.stream->backend)->launch(ctx.stream->stream, HostTask([] {}));
+  launch_host(*ctx.stream, HostTask([] {}));
 }
 
 struct Network {
@@ -99,14 +99,14 @@ struct Sample {
 // run's own).
 Sample run(int steps, int depth, std::size_t limit) {
   EngineOptions options;
-  options.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}));
-  options.executors.push_back(std::make_unique<StreamExecutor>(std::make_unique<HostStreamBackend>(),
-                                                               StreamExecutorOptions{.compute_streams = 2}));
+  options.emplace<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1});
+  const ExecutorId<StreamExecutor> stream_id = options.emplace<StreamExecutor>(
+      std::make_unique<HostStreamBackend>(), StreamExecutorOptions{.compute_streams = 2});
   Engine engine(std::move(options));
-  auto& streams = static_cast<StreamExecutor&>(engine.executor(kStreams));
+  StreamExecutor& streams = engine.executor(stream_id);
   Sample sample;
   {
-    Buffers buffers(engine, kStreams, {.limit = limit});
+    Buffers buffers(engine, stream_id, {.limit = limit});
     Network net;
     net.input = buffers.allocate(kBlockBytes, 0, 0);
     for (Buffer& w : net.w) w = buffers.allocate(kBlockBytes, 0, 0);

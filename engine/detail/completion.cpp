@@ -153,8 +153,9 @@ const VarSignal* EngineCore::learned_signal(OpRecord* op, std::span<const Fronti
   op->requirement.clear();
   for (const FrontierEntry& entry : learned) {
     if (entry.axis.is_null() || entry.epoch == 0 || entry.epoch > kMaxTrackedEpoch) continue;
-    const bool ours = std::any_of(executors_.begin(), executors_.end(),
-                                  [&](const std::unique_ptr<Executor>& e) { return e->owns_axis(entry.axis); });
+    const bool ours = std::any_of(executors_.begin(), executors_.end(), [&](const std::unique_ptr<Executor>& e) {
+      return e->stream_facet() != nullptr && e->stream_facet()->owns_axis(entry.axis);
+    });
     TrackedAxis tracked = tracker_.find(entry.axis);
     if (ours) {
       if (!tracked || tracker_.completed(tracked) < entry.epoch) continue;

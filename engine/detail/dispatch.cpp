@@ -35,9 +35,9 @@ ParkWaiter::ParkWaiter(OpRecord* owner) noexcept : TrackerWaiter(&EngineCore::un
 // `ready`), or parks it on the tracker when its executor cannot wait for an entry that has not completed.
 void EngineCore::make_ready(OpRecord* op, TaskList& ready) noexcept {
   for (std::uint32_t i = 0; i < op->num_uses; ++i) op->uses[i].var->merge_wait_signal(op->uses[i], op->requirement);
-  const Executor* executor = op->executor();
+  const StreamFacet* streams = op->executor()->stream_facet();
   for (const FrontierEntry& entry : op->requirement) {
-    if (!executor->owns_axis(entry.axis) && tracker_.completed(entry.axis) < entry.epoch) {
+    if ((streams == nullptr || !streams->owns_axis(entry.axis)) && tracker_.completed(entry.axis) < entry.epoch) {
       park(op);
       return;
     }

@@ -88,7 +88,7 @@ EngineCore::EngineCore(EngineOptions options)
   std::size_t axes = 0;
   for (const auto& executor : executors_) {
     if (executor == nullptr) throw Error("EngineOptions::executors holds a null executor");
-    axes += executor->axis_count();
+    if (executor->stream_facet() != nullptr) axes += executor->stream_facet()->axis_count();
   }
   if (axes > kMaxEngineAxes) {
     throw Error("EngineOptions::executors have " + std::to_string(axes) +

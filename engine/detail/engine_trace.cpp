@@ -154,7 +154,8 @@ void EngineTrace::stream_op(const OpRecord& op, std::size_t in_flight,
     trace->slice(std::move(slice), static_cast<std::int64_t>(in_flight));
     std::uint64_t issued = 0, elided = 0;
     for (const auto& executor : executors) {
-      const DeviceWaits waits = executor->device_waits();
+      if (executor->stream_facet() == nullptr) continue;  // a CPU executor makes no device waits
+      const DeviceWaits waits = executor->stream_facet()->device_waits();
       issued += waits.issued;
       elided += waits.elided;
     }

@@ -310,7 +310,7 @@ void GraphRunner::replay_streams(const std::shared_ptr<StreamGraph>& graph, Scop
 
 namespace {
 
-// What Executor::replay_recorded calls to enqueue the steps, once, while it records them.
+// What StreamFacet::replay_recorded calls to enqueue the steps, once, while it records them.
 struct Recording {
   StreamGraph* graph;
   RunContext* ctx;
@@ -342,7 +342,7 @@ void GraphRunner::run_stream_graph(StreamGraph& graph, const RunContext& outer, 
     }
   };
   const std::exception_ptr none;
-  if (outer.executor->records_work()) {
+  if (outer.executor->stream_facet()->records_work()) {  // a stream graph's executor has the facet
     // The recorded work runs whole: an input error skips all of it.
     const std::vector<StreamGraph::Use>& uses = graph.uses();
     const auto count = static_cast<std::uint32_t>(uses.size());
@@ -351,7 +351,8 @@ void GraphRunner::run_stream_graph(StreamGraph& graph, const RunContext& outer, 
       poison_writes(uses.data(), uses.size(), *verdict.error);
     } else {
       Recording recording{&graph, &ctx};
-      outer.executor->replay_recorded(*outer.stream, graph.recorded(), &Recording::enqueue, &recording);
+      outer.executor->stream_facet()->replay_recorded(*outer.stream, graph.recorded(), &Recording::enqueue,
+                                                      &recording);
     }
     graph.clear_ended();  // the graph's variables end clean, as after the steps below
     return;

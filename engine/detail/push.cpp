@@ -175,7 +175,8 @@ OpRecord* EngineCore::make_record(const PushOptions& options, bool async) {
   check_fences(options.signal_fences, "signal_fences");
   if (has_streams_ && executor->issues_ahead()) {
     const Context& where = options.context;
-    if (std::string why = executor->placement_error(where.device, where.stream_kind, where.stream); !why.empty()) {
+    if (std::string why = executor->stream_facet()->placement_error(where.device, where.stream_kind, where.stream);
+        !why.empty()) {
       throw Error("PushOptions::context: " + why);
     }
   }

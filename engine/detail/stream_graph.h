@@ -4,8 +4,8 @@
 // A replay pushes one op: it uses every variable the steps use (mutating those that any step mutates), so it is
 // ordered against pushes before and after it like one op, and it is issued on one stream chosen as for any stream
 // op, with the device waits that op needs. At issue it runs the steps (stream_graph.cpp):
-//   - on an executor that records work (Executor::records_work: a stream executor on CUDA or HIP): the first replay
-//     records what the steps' functions enqueue into a graph (Executor::replay_recorded) and launches it; later
+//   - on an executor that records work (StreamFacet::records_work: a stream executor on CUDA or HIP): the first replay
+//     records what the steps' functions enqueue into a graph (StreamFacet::replay_recorded) and launches it; later
 //     replays launch the recorded graph again, without calling the functions. One launch per replay, whatever the
 //     number of steps. (The steps are all on one device, so one recording serves every stream of it.)
 //   - otherwise (host streams): the steps' functions, in captured order, on that one stream.

@@ -73,7 +73,9 @@ std::uint32_t TraceRecorder::thread_lane(std::string_view executor, int worker) 
 std::uint32_t TraceRecorder::stream_lane(Axis axis, const Executor& executor) {
   std::lock_guard lock(mutex_);
   const auto [it, added] = streams_.try_emplace(axis, static_cast<std::uint32_t>(lanes_.size()));
-  if (added) lanes_.push_back(Lane{std::string(executor.name()) + " " + executor.axis_name(axis), 0, true});
+  if (added) {  // a stream op's lane: its executor has the stream facet
+    lanes_.push_back(Lane{std::string(executor.name()) + " " + executor.stream_facet()->axis_name(axis), 0, true});
+  }
   return it->second;
 }
 

@@ -39,8 +39,8 @@ void on_device(const RunContext& ctx, Host&& host, [[maybe_unused]] Cuda&& cuda)
     host();
     return;
   }
-  if (auto* streams = dynamic_cast<HostStreamBackend*>(ctx.stream->backend)) {
-    streams->launch(ctx.stream->stream, HostTask(std::forward<Host>(host)));
+  if (HostStreamBackend::of(*ctx.stream) != nullptr) {
+    launch_host(*ctx.stream, HostTask(std::forward<Host>(host)));
     return;
   }
 #if DEPENGINE_EXAMPLES_CUDA

@@ -44,7 +44,6 @@ constexpr int kClasses = 3;
 constexpr float kLearningRate = 0.5f;
 constexpr std::uint32_t kSeed = 7;
 constexpr std::uint32_t kCompute = 0;
-constexpr std::uint32_t kComm = 1;
 constexpr const char* kReduceW[3] = {"all-reduce dw 0", "all-reduce dw 1", "all-reduce dw 2"};
 constexpr const char* kReduceB[3] = {"all-reduce db 0", "all-reduce db 1", "all-reduce db 2"};
 
@@ -187,11 +186,12 @@ int workers_per_rank() {
 
 int train_with_mpi(const AcrossRanks& o) {
   EngineOptions options;
-  options.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = workers_per_rank()}));
-  options.executors.push_back(std::make_unique<MpiExecutor>());
+  const ExecutorId<ThreadPoolExecutor> compute =
+      options.emplace<ThreadPoolExecutor>(ThreadPoolOptions{.workers = workers_per_rank()});  // kCompute
+  const ExecutorId<MpiExecutor> comm = options.emplace<MpiExecutor>();
   Engine engine(std::move(options));
-  Buffers buffers(engine, kCompute);
-  Communicator world(engine, kComm);
+  Buffers buffers(engine, compute);
+  Communicator world(engine, comm);
   if (o.batch % world.size() != 0) {
     throw std::invalid_argument("--batch " + std::to_string(o.batch) + " is not a multiple of the " +
                                 std::to_string(world.size()) + " ranks");
@@ -204,8 +204,8 @@ int train_with_mpi(const AcrossRanks& o) {
     std::printf(
         "data-parallel training on %d MPI ranks (%d CPU workers each): a 2-%d-%d-3 perceptron, global batch "
         "%d (%d rows per rank), %d epochs of %d steps\n",
-        world.size(), static_cast<ThreadPoolExecutor&>(engine.executor(kCompute)).workers(), o.hidden, o.hidden,
-        o.batch, o.batch / world.size(), o.epochs, steps);
+        world.size(), engine.executor(compute).workers(), o.hidden, o.hidden, o.batch, o.batch / world.size(), o.epochs,
+        steps);
   }
   const Result overlapped = train(engine, buffers, world, data, o, true);
   if (report) {

@@ -118,9 +118,11 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-depengine::EngineOptions engine_options(const Options& options) {
+// A CPU pool and the stream executor, whose typed id goes to `streams`.
+depengine::EngineOptions engine_options(const Options& options,
+                                        depengine::ExecutorId<depengine::StreamExecutor>& streams) {
   depengine::EngineOptions engine;
-  engine.executors.push_back(std::make_unique<depengine::ThreadPoolExecutor>());
+  engine.emplace<depengine::ThreadPoolExecutor>();
   std::unique_ptr<depengine::StreamBackend> backend;
   if (options.device == "streams") {
     backend = std::make_unique<depengine::HostStreamBackend>(depengine::HostStreamOptions{.devices = options.devices});
@@ -132,12 +134,12 @@ depengine::EngineOptions engine_options(const Options& options) {
 #endif
   }
   // One compute stream per device and one collective channel. Throws StreamError when there are fewer devices.
-  engine.executors.push_back(std::make_unique<depengine::StreamExecutor>(
-      std::move(backend), depengine::StreamExecutorOptions{.devices = options.devices,
-                                                           .compute_streams = 1,
-                                                           .copy_streams = 0,
-                                                           .collective_channels = 1,
-                                                           .name = options.device}));
+  streams = engine.emplace<depengine::StreamExecutor>(std::move(backend),
+                                                      depengine::StreamExecutorOptions{.devices = options.devices,
+                                                                                       .compute_streams = 1,
+                                                                                       .copy_streams = 0,
+                                                                                       .collective_channels = 1,
+                                                                                       .name = options.device});
   return engine;
 }
 
@@ -157,20 +159,20 @@ int run_across_ranks(int argc, char** argv, const Options& options) {
 int main(int argc, char** argv) try {
   const Options options = parse(argc, argv);
   if (options.mpi) return run_across_ranks(argc, argv, options);
-  depengine::Engine engine(engine_options(options));
-  constexpr std::uint32_t kStreams = 1;
-  auto& streams = static_cast<depengine::StreamExecutor&>(engine.executor(kStreams));
-  depengine::Buffers buffers(engine, kStreams);
+  depengine::ExecutorId<depengine::StreamExecutor> stream_id;
+  depengine::Engine engine(engine_options(options, stream_id));
+  depengine::StreamExecutor& streams = engine.executor(stream_id);
+  depengine::Buffers buffers(engine, stream_id);
   const int n = options.devices;
   std::vector<Device> devices;
   for (int d = 0; d < n; ++d) {
     devices.push_back(Device{engine,
                              buffers,
                              static_cast<std::uint32_t>(d),
-                             {.executor = kStreams, .device = static_cast<std::uint32_t>(d)}});
+                             {.executor = stream_id, .device = static_cast<std::uint32_t>(d)}});
   }
   // The master copy of the model lives on device 0 and is updated by ops on the collective channel.
-  Device channel{engine, buffers, 0, {.executor = kStreams, .device = 0, .stream_kind = StreamKind::kCollective}};
+  Device channel{engine, buffers, 0, {.executor = stream_id, .device = 0, .stream_kind = StreamKind::kCollective}};
 
   const host::Dataset data = host::make_spirals(kClasses, 400, 1);
   const int batch = options.batch, slice = batch / n;

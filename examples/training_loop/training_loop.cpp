@@ -100,11 +100,16 @@ Options parse(int argc, char** argv) {
   return o;
 }
 
-// Executor 0 is a oneTBB pool; with a device, executor 1 is a stream executor on its backend.
-depengine::EngineOptions engine_options(const Options& options) {
+// The engine's executors, by typed id (depengine/engine/executor_id.h).
+struct Executors {
+  depengine::ExecutorId<depengine::ThreadPoolExecutor> cpu;
+  depengine::ExecutorId<depengine::StreamExecutor> streams;  // names nothing without a device
+};
+
+// A oneTBB pool; with a device, a stream executor on its backend. Their ids go to `ids`.
+depengine::EngineOptions engine_options(const Options& options, Executors& ids) {
   depengine::EngineOptions engine;
-  engine.executors.push_back(
-      std::make_unique<depengine::ThreadPoolExecutor>(depengine::ThreadPoolOptions{.workers = options.workers}));
+  ids.cpu = engine.emplace<depengine::ThreadPoolExecutor>(depengine::ThreadPoolOptions{.workers = options.workers});
   std::unique_ptr<depengine::StreamBackend> backend;
   if (options.device == "streams") {
     backend = std::make_unique<depengine::HostStreamBackend>(depengine::HostStreamOptions{.devices = 1});
@@ -117,9 +122,9 @@ depengine::EngineOptions engine_options(const Options& options) {
   }
   if (backend != nullptr) {
     // Throws StreamError, with the backend's reason, when there is no device.
-    engine.executors.push_back(std::make_unique<depengine::StreamExecutor>(
+    ids.streams = engine.emplace<depengine::StreamExecutor>(
         std::move(backend), depengine::StreamExecutorOptions{
-                                .devices = 1, .compute_streams = 2, .copy_streams = 1, .name = options.device}));
+                                .devices = 1, .compute_streams = 2, .copy_streams = 1, .name = options.device});
   }
   return engine;
 }
@@ -209,11 +214,14 @@ struct Run {
 // Trains from the initial weights for options.epochs epochs: pushing every step (`replay` false) or replaying one
 // captured step.
 Run train(const Options& options, bool replay) {
-  depengine::Engine engine(engine_options(options));
+  Executors ids;
+  depengine::Engine engine(engine_options(options, ids));
   if (!options.trace.empty()) engine.StartTrace(options.trace);
   const bool on_streams = options.device != "cpu";
-  depengine::Buffers buffers(engine, on_streams ? 1 : 0);
-  Device device{engine, buffers, 0, {.executor = on_streams ? 1u : 0u}};
+  const depengine::ExecutorRef where =
+      on_streams ? depengine::ExecutorRef(ids.streams) : depengine::ExecutorRef(ids.cpu);
+  depengine::Buffers buffers(engine, where);
+  Device device{engine, buffers, 0, {.executor = where}};
 
   const depengine::examples::host::Dataset data = depengine::examples::host::make_spirals(kClasses, options.rows, 1);
   const int batch = options.batch;
@@ -302,7 +310,7 @@ Run train(const Options& options, bool replay) {
               static_cast<unsigned long long>(pool.fresh_allocations),
               static_cast<unsigned long long>(pool.reuse_dominated + pool.reuse_complete), pool.peak_bytes_held / 1024);
   if (on_streams) {
-    const depengine::StreamStats streams = static_cast<depengine::StreamExecutor&>(engine.executor(1)).stats();
+    const depengine::StreamStats streams = engine.executor(ids.streams).stats();
     std::printf("streams: %llu ops issued, %llu device waits issued, %llu elided, %llu host synchronisations\n",
                 static_cast<unsigned long long>(streams.ops_issued),
                 static_cast<unsigned long long>(streams.waits_issued),

@@ -16,6 +16,7 @@
 #include <utility>
 
 #include <depengine/executors/host_stream/host_stream_backend.h>
+#include <depengine/executors/stream/stream_executor.h>  // StreamPlacement: its fields only, no link to the executor
 #include <depengine/support/spinlock.h>
 
 // The event protocol (timeline in README.md). An event holds two numbers:
@@ -671,6 +672,21 @@ void HostStreamBackend::launch(const RecordedWork& work, StreamHandle stream) {
     const std::lock_guard lock(recording->mutex);
     detail::HostStream::run_recorded(recording->entries);
   });
+}
+
+HostStreamBackend* HostStreamBackend::of(const StreamPlacement& where) noexcept {
+  // A final class: the check is one type comparison.
+  return dynamic_cast<HostStreamBackend*>(where.backend);
+}
+
+void launch_host(const StreamPlacement& where, HostTask task) {
+  HostStreamBackend* host = HostStreamBackend::of(where);
+  if (host == nullptr) {
+    throw std::logic_error(std::string("launch_host: the op was placed on a ") +
+                           (where.backend != nullptr ? where.backend->name() : "null") +
+                           " stream, not a host stream; enqueue device work through StreamPlacement::native");
+  }
+  host->launch(where.stream, std::move(task));
 }
 
 }  // namespace depengine

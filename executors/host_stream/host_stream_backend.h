@@ -50,6 +50,8 @@
 
 namespace depengine {
 
+struct StreamPlacement;  // executors/stream/stream_executor.h: where a stream op is issued (RunContext::stream)
+
 namespace detail {
 class HostStream;
 }  // namespace detail
@@ -123,6 +125,11 @@ class HostStreamBackend final : public StreamBackend {
   // Changes the delay of launches and copies that `stream` starts from now on (entries already running keep theirs).
   void set_launch_delay(StreamHandle stream, std::chrono::nanoseconds delay);
 
+  // The host backend of the stream a stream op was placed on (its RunContext::stream), or null where that stream is
+  // another backend's (CUDA, HIP: enqueue there through StreamPlacement::native). No cast in user code: an op reaches
+  // its backend through the placement it receives. Any thread; a type check, no allocation.
+  [[nodiscard]] static HostStreamBackend* of(const StreamPlacement& where) noexcept;
+
  protected:
   void synchronize_event(EventHandle event) override;
   void synchronize_stream(StreamHandle stream) override;
@@ -140,5 +147,12 @@ class HostStreamBackend final : public StreamBackend {
   std::mutex streams_mutex_;
   std::vector<detail::HostStream*> streams_;  // owned; guarded by streams_mutex_
 };
+
+// Inside a stream op's function, during its issue: enqueues `task` on the stream the op was placed on (`where`, its
+// RunContext::stream), as HostStreamBackend::launch does: host work standing for a kernel, run in FIFO order with the
+// stream's other work, so the op completes when the task has returned. Throws std::logic_error where the placement is
+// not on a host backend's stream (a CUDA or HIP op enqueues its kernels through StreamPlacement::native instead), and
+// what launch() throws. Allocates only if the callable does not fit HostTask::kInlineBytes.
+void launch_host(const StreamPlacement& where, HostTask task);
 
 }  // namespace depengine

@@ -91,6 +91,7 @@ std::uint64_t read(const std::atomic<std::uint64_t>& counter) noexcept {
 
 StreamExecutor::StreamExecutor(std::unique_ptr<StreamBackend> backend, StreamExecutorOptions options)
     : backend_(std::move(backend)), name_(std::move(options.name)) {
+  stream_facet_ = this;
   if (backend_ == nullptr) throw std::invalid_argument("StreamExecutor: null backend");
   const int available = backend_->device_count();
   if (available == 0) {
@@ -192,7 +193,7 @@ StreamExecutor::Stream* StreamExecutor::stream_at(std::uint32_t device, StreamKi
 
 std::string StreamExecutor::axis_name(Axis axis) const {
   const Stream* s = find(axis);
-  if (s == nullptr) return Executor::axis_name(axis);
+  if (s == nullptr) return StreamFacet::axis_name(axis);
   const std::string kind(to_string(s->kind)), index = std::to_string(s->index);
   return s->kind == StreamKind::kCollective ? kind + " " + index
                                             : "d" + std::to_string(s->device) + " " + kind + " " + index;

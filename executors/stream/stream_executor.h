@@ -118,8 +118,8 @@ struct StreamExecutorOptions {
 
 // Where a stream op is being issued: what its function receives as RunContext::stream.
 struct StreamPlacement {
-  StreamBackend* backend = nullptr;  // the executor's backend (cast to HostStreamBackend to launch host work)
-  StreamHandle stream;               // for backend calls (HostStreamBackend::launch, copy)
+  StreamBackend* backend = nullptr;  // the executor's backend (host streams: launch_host(where, task), no cast)
+  StreamHandle stream;               // for backend calls (copy; HostStreamBackend::of(where) for the host backend's)
   void* native = nullptr;            // backend->native_handle(stream): cudaStream_t, hipStream_t
   std::uint32_t device = 0;
   StreamKind kind = StreamKind::kCompute;
@@ -150,7 +150,7 @@ struct StreamStats {
   std::uint64_t host_synchronizations = 0;  // executor-wide only: the backend's blocking synchronisations
 };
 
-class StreamExecutor final : public Executor {
+class StreamExecutor final : public Executor, public StreamFacet {
  public:
   static constexpr std::size_t kEventRing = 64;  // events per stream, addressed by epoch % kEventRing
   static constexpr int kIdlePolls = 32;          // kPoll: rounds without progress before polling slows down
@@ -165,13 +165,13 @@ class StreamExecutor final : public Executor {
   void submit(Task& task) noexcept override;
   [[nodiscard]] bool try_help() noexcept override { return false; }  // issuing happens in submit()
   void stop() noexcept override;
-  [[nodiscard]] bool issues_ahead() const noexcept override { return true; }
+  // The StreamFacet (Executor::stream_facet() is this executor).
   [[nodiscard]] bool owns_axis(Axis axis) const noexcept override { return find(axis) != nullptr; }
   [[nodiscard]] std::string placement_error(std::uint32_t device, StreamKind kind, std::int32_t stream) const override;
   [[nodiscard]] std::size_t axis_count() const noexcept override { return streams_.size(); }
   [[nodiscard]] std::string axis_name(Axis axis) const override;     // "d0 compute 1", "collective 0"
   [[nodiscard]] DeviceWaits device_waits() const noexcept override;  // from stats(): elided includes complete
-  // Recorded work (Executor::replay_recorded) through the backend's recording (StreamBackend::begin_recording): a
+  // Recorded work (StreamFacet::replay_recorded) through the backend's recording (StreamBackend::begin_recording): a
   // graph instantiated once per RecordedOps, launched with one backend call per replay.
   [[nodiscard]] bool records_work() const noexcept override { return backend_->records_work(); }
   void replay_recorded(const StreamPlacement& where, std::unique_ptr<RecordedOps>& recorded,

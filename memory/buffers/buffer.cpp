@@ -10,7 +10,7 @@ namespace {
 
 // The stream executor at `index`, or null for a CPU executor. The one downcast of Buffers, once, at construction: to
 // find the devices and the backend whose pools to make. Ops reach their stream through StreamPlacement.
-StreamExecutor* stream_executor_at(Engine& engine, std::uint32_t index) {
+StreamExecutor* stream_executor_at(Engine& engine, ExecutorRef index) {
   Executor& executor = engine.executor(index);
   if (!executor.issues_ahead()) return nullptr;
   auto* streams = dynamic_cast<StreamExecutor*>(&executor);
@@ -46,7 +46,7 @@ void* Buffer::State::take_on_use() {
   return expected;
 }
 
-Buffers::Buffers(Engine& engine, std::uint32_t executor, BuffersOptions options)
+Buffers::Buffers(Engine& engine, ExecutorRef executor, BuffersOptions options)
     : engine_(&engine),
       executor_index_(executor),
       executor_(stream_executor_at(engine, executor)),

@@ -137,15 +137,16 @@ struct BuffersOptions {
   std::size_t alignment = 256;          // of every block (at most the backend's 256)
   std::uint32_t max_fence_waits = 2;    // MemoryPoolOptions::max_fence_waits of each device's pool
   std::size_t limit = ~std::size_t{0};  // bytes each device's pool may hold (see Bounded pools above)
-  std::uint32_t cpu_executor = 0;       // the CPU executor that runs reservations (bounded pools on streams only)
+  ExecutorRef cpu_executor = 0;         // the CPU executor that runs reservations (bounded pools on streams only)
 };
 
 class Buffers {
  public:
   // Pools for every device of engine.executor(executor), a StreamExecutor; or, for a CPU executor, one pool of host
   // memory (device 0), whose allocations and frees are ops on that executor (the stream arguments are ignored).
-  // Throws Error for an executor that issues ahead but is not a StreamExecutor.
-  Buffers(Engine& engine, std::uint32_t executor, BuffersOptions options = {});
+  // `executor`: its ExecutorId (engine/executor_id.h) or index. Throws Error for an executor that issues ahead but is
+  // not a StreamExecutor, and for an id that another engine's options issued.
+  Buffers(Engine& engine, ExecutorRef executor, BuffersOptions options = {});
   Buffers(const Buffers&) = delete;
   Buffers& operator=(const Buffers&) = delete;
   ~Buffers();
@@ -184,11 +185,11 @@ class Buffers {
   void release() noexcept;  // at the engine's shutdown: wait for the ops, free the pools, forget the engine
 
   Engine* engine_;  // null once the engine's shutdown has released the pools
-  const std::uint32_t executor_index_;
+  const ExecutorRef executor_index_;
   StreamExecutor* const executor_;  // null: a CPU executor (one host pool)
   const std::size_t alignment_;
   const bool bounded_;
-  const std::uint32_t cpu_executor_;
+  const ExecutorRef cpu_executor_;
   std::vector<std::shared_ptr<MemoryPool>> pools_;  // one per device; immutable after construction (see State::on_use)
   std::vector<Var> order_;  // bounded pools: one per device, mutated by every reservation (push order)
 

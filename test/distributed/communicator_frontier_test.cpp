@@ -30,14 +30,15 @@ int world_rank() {
 }
 
 // A CPU pool, the MpiExecutor, and host streams whose axes carry `machine` (by default this rank) as their machine
-// index.
-EngineOptions options(int machine = world_rank()) {
+// index; the stream executor's id in *streams when given.
+EngineOptions options(int machine = world_rank(), ExecutorId<StreamExecutor>* streams = nullptr) {
   EngineOptions options;
-  options.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}));
-  options.executors.push_back(std::make_unique<MpiExecutor>());
-  options.executors.push_back(std::make_unique<StreamExecutor>(
+  options.emplace<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1});
+  options.emplace<MpiExecutor>();
+  const ExecutorId<StreamExecutor> id = options.emplace<StreamExecutor>(
       std::make_unique<HostStreamBackend>(HostStreamOptions{.devices = 1}),
-      StreamExecutorOptions{.compute_streams = 2, .copy_streams = 0, .machine = static_cast<std::uint8_t>(machine)}));
+      StreamExecutorOptions{.compute_streams = 2, .copy_streams = 0, .machine = static_cast<std::uint8_t>(machine)});
+  if (streams != nullptr) *streams = id;
   return options;
 }
 
@@ -45,17 +46,16 @@ PushOptions on_stream(std::int32_t stream) {
   return PushOptions{.context = {.executor = kStreams, .device = 0, .stream = stream}};
 }
 
-StreamExecutor& streams(Engine& engine) { return static_cast<StreamExecutor&>(engine.executor(kStreams)); }
-
 // Enqueues `fn` as host work on the op's stream.
 template <class F>
 void launch(const RunContext& ctx, F&& fn) {
-  static_cast<HostStreamBackend*>(ctx.stream->backend)->launch(ctx.stream->stream, HostTask(std::forward<F>(fn)));
+  launch_host(*ctx.stream, HostTask(std::forward<F>(fn)));
 }
 
 TEST_CASE("a message carries what its sender knew: the receiver's stream op finds it complete, with no device wait",
           "[distributed][frontier]") {
-  Engine engine(options());
+  ExecutorId<StreamExecutor> stream_id;
+  Engine engine(options(world_rank(), &stream_id));
   Communicator world(engine, kComm);
   if (world.rank() > 1) return;  // ranks 0 and 1 exchange; the others have nothing to do
   std::vector<int> data(64, 0);
@@ -77,7 +77,7 @@ TEST_CASE("a message carries what its sender knew: the receiver's stream op find
     return;
   }
   // Rank 1: a local write on stream 0, the message, then a stream op on stream 0 that reads both.
-  const StreamStats before = streams(engine).stats(0, StreamKind::kCompute, 0);
+  const StreamStats before = engine.executor(stream_id).stats(0, StreamKind::kCompute, 0);
   const Var local = engine.NewVariable();
   Axis own_axis{};
   engine.Push([&](const RunContext& ctx) { own_axis = ctx.stream->axis; }, {}, {local}, on_stream(0));
@@ -92,7 +92,7 @@ TEST_CASE("a message carries what its sender knew: the receiver's stream op find
       {local, var}, {}, on_stream(0));
   world.Recv({sent_var, sent, sizeof(sent)}, 0, /*tag=*/4);
   engine.WaitForAll();
-  const StreamStats after = streams(engine).stats(0, StreamKind::kCompute, 0);
+  const StreamStats after = engine.executor(stream_id).stats(0, StreamKind::kCompute, 0);
   CHECK(first == 7);
   CHECK(own_axis.machine() == 1);
   CHECK(own_axis.domain() == AxisDomain::kQueue);
@@ -160,10 +160,11 @@ TEST_CASE("each MpiExecutor made in a process names a collective axis of its own
 
 TEST_CASE("ranks whose stream axes alias (machine index left at 0) never mark each other's work complete",
           "[distributed][frontier]") {
-  Engine engine(options(/*machine=*/0));  // every rank's stream 0 has the same axis bits
+  ExecutorId<StreamExecutor> stream_id;
+  Engine engine(options(/*machine=*/0, &stream_id));  // every rank's stream 0 has the same axis bits
   Communicator world(engine, kComm);
   if (world.rank() > 1) return;
-  const StreamExecutor& executor = streams(engine);
+  const StreamExecutor& executor = engine.executor(stream_id);
   const Axis stream0 = executor.axis(0, StreamKind::kCompute, 0);
   std::vector<int> data(16, 0);
   const Var var = engine.NewVariable();

@@ -61,21 +61,22 @@ struct Run {
 
 // A fresh engine per run: CPU pool at 0, the CUDA stream executor (device 0, 2 compute streams) at 1.
 struct CudaEngine {
+  ExecutorId<StreamExecutor> stream_id;  // set by options() while `engine` is built (declared first)
   Engine engine;
   StreamExecutor& streams;
   unsigned* counter;
 
-  static EngineOptions options() {
+  static EngineOptions options(ExecutorId<StreamExecutor>& streams) {
     EngineOptions o;
-    o.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}));
-    o.executors.push_back(std::make_unique<StreamExecutor>(
+    o.emplace<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1});
+    streams = o.emplace<StreamExecutor>(
         std::make_unique<CudaStreamBackend>(),
-        StreamExecutorOptions{.devices = 1, .compute_streams = 2, .copy_streams = 0, .name = "cuda"}));
+        StreamExecutorOptions{.devices = 1, .compute_streams = 2, .copy_streams = 0, .name = "cuda"});
     return o;
   }
   CudaEngine()
-      : engine(options()),
-        streams(static_cast<StreamExecutor&>(engine.executor(1))),
+      : engine(options(stream_id)),
+        streams(engine.executor(stream_id)),
         counter(static_cast<unsigned*>(streams.backend().allocate(0, sizeof(unsigned)))) {
     check(cudaMemset(counter, 0, sizeof(unsigned)), "cudaMemset");
   }

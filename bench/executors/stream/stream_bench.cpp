@@ -95,18 +95,30 @@ static_assert(kForkWidth <= kComputeStreams, "the pinned fork-join puts branch i
 // One engine for every row: executor 0 a ThreadPoolExecutor with one worker (the machine has two cores, and the
 // pushing thread and the stream threads need them), executor 1 a StreamExecutor over a one-device HostStreamBackend
 // with kComputeStreams compute streams and no copy stream. No launch delay: device work takes no time.
-std::unique_ptr<Engine> make_engine() {
-  EngineOptions options;
-  options.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}));
-  options.executors.push_back(std::make_unique<StreamExecutor>(
-      std::make_unique<HostStreamBackend>(HostStreamOptions{.devices = 1}),
-      StreamExecutorOptions{.devices = 1, .compute_streams = kComputeStreams, .copy_streams = 0}));
-  return std::make_unique<Engine>(std::move(options));
-}
+// The engine keeps the typed id of its stream executor, so the rows reach its counters without a cast.
+class BenchEngine : public Engine {
+ public:
+  BenchEngine() : BenchEngine(ExecutorId<StreamExecutor>{}) {}
 
-const StreamExecutor& stream_executor(const Engine& engine) {
-  return static_cast<const StreamExecutor&>(engine.executor(kStream));
-}
+  [[nodiscard]] const StreamExecutor& streams() const { return executor(streams_); }
+
+ private:
+  // options() sets `streams` while the base is built; streams_ copies it after.
+  explicit BenchEngine(ExecutorId<StreamExecutor> streams) : Engine(options(streams)), streams_(streams) {}
+
+  static EngineOptions options(ExecutorId<StreamExecutor>& streams) {
+    EngineOptions options;
+    options.emplace<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1});
+    streams = options.emplace<StreamExecutor>(
+        std::make_unique<HostStreamBackend>(HostStreamOptions{.devices = 1}),
+        StreamExecutorOptions{.devices = 1, .compute_streams = kComputeStreams, .copy_streams = 0});
+    return options;
+  }
+
+  ExecutorId<StreamExecutor> streams_;
+};
+
+std::unique_ptr<BenchEngine> make_engine() { return std::make_unique<BenchEngine>(); }
 
 // The context of a stream op on device 0's compute streams: stream `index`, or -1 to let the executor choose.
 PushOptions on_stream(std::int32_t index) {
@@ -117,7 +129,7 @@ PushOptions on_stream(std::int32_t index) {
 // A stream op's function: an empty host launch on the stream it is being issued on. The empty lambda fits HostTask
 // inline, so a launch allocates nothing; the function itself (no captures) fits the op record inline.
 void empty_launch(const RunContext& ctx) {
-  static_cast<HostStreamBackend*>(ctx.stream->backend)->launch(ctx.stream->stream, HostTask([] {}));
+  launch_host(*ctx.stream, HostTask([] {}));
 }
 
 // The executor's counters, summed and per compute stream, at one moment (read after WaitForAll they are exact: every
@@ -126,8 +138,8 @@ struct Counters {
   StreamStats total;
   std::array<std::uint64_t, kComputeStreams> ops_per_stream{};
 
-  static Counters of(const Engine& engine) {
-    const StreamExecutor& streams = stream_executor(engine);
+  static Counters of(const BenchEngine& engine) {
+    const StreamExecutor& streams = engine.streams();
     Counters c{streams.stats(), {}};
     for (std::uint32_t s = 0; s < kComputeStreams; ++s) {
       c.ops_per_stream[s] = streams.stats(0, StreamKind::kCompute, s).ops_issued;
@@ -150,7 +162,7 @@ struct Sample {
 // counters around it. The variables are made before and deleted after, untimed, and `prepare(vars)` runs untimed
 // before the pushes.
 template <std::size_t kVars, class Prepare, class PushAll>
-Sample timed_run(Engine& engine, std::uint64_t ops, Prepare&& prepare, PushAll&& push_all) {
+Sample timed_run(BenchEngine& engine, std::uint64_t ops, Prepare&& prepare, PushAll&& push_all) {
   std::array<Var, kVars> vars;
   for (Var& var : vars) var = engine.NewVariable();
   prepare(vars);
@@ -184,14 +196,14 @@ Sample timed_run(Engine& engine, std::uint64_t ops, Prepare&& prepare, PushAll&&
 }
 
 template <std::size_t kVars, class PushAll>
-Sample timed_run(Engine& engine, std::uint64_t ops, PushAll&& push_all) {
+Sample timed_run(BenchEngine& engine, std::uint64_t ops, PushAll&& push_all) {
   return timed_run<kVars>(
       engine, ops, [](const std::array<Var, kVars>&) {}, std::forward<PushAll>(push_all));
 }
 
 // The workloads. Each returns one timed run of `n` ops (fork-join: of the whole rounds that fit in n, at least one).
 
-Sample alternating_chain(Engine& engine, std::uint64_t n) {
+Sample alternating_chain(BenchEngine& engine, std::uint64_t n) {
   return timed_run<1>(engine, n, [&engine, n](const std::array<Var, 1>& v) {
     for (std::uint64_t i = 0; i < n; ++i) engine.Push(empty_launch, {}, {v[0]}, on_stream(static_cast<int>(i % 2)));
   });
@@ -199,7 +211,7 @@ Sample alternating_chain(Engine& engine, std::uint64_t n) {
 
 // The alternating chain captured once (untimed) as a graph of kGraphOps stream ops, then replayed: each replay is one
 // stream op, issued on one stream, whose issue calls the captured functions there (engine/graph.h).
-Sample replayed_alternating_chain(Engine& engine, std::uint64_t n) {
+Sample replayed_alternating_chain(BenchEngine& engine, std::uint64_t n) {
   const std::uint64_t replays = n / kGraphOps > 0 ? n / kGraphOps : 1;
   Graph graph;
   Sample sample = timed_run<1>(
@@ -219,7 +231,7 @@ Sample replayed_alternating_chain(Engine& engine, std::uint64_t n) {
 }
 
 // `pinned`: the writer and the join on stream 0 and branch i on stream i, instead of stream -1 for every op.
-Sample fork_join(Engine& engine, std::uint64_t n, bool pinned) {
+Sample fork_join(BenchEngine& engine, std::uint64_t n, bool pinned) {
   const std::uint64_t rounds = n / kRoundOps > 0 ? n / kRoundOps : 1;
   const auto where = [pinned](std::size_t stream) { return on_stream(pinned ? static_cast<int>(stream) : -1); };
   // vars[0] is x, vars[1 + i] is y_i.
@@ -242,7 +254,7 @@ PushOptions fence_link(Timeline& t, std::uint64_t i) {
   return options;
 }
 
-Sample fence_chain(Engine& engine, std::uint64_t n, bool reversed) {
+Sample fence_chain(BenchEngine& engine, std::uint64_t n, bool reversed) {
   Timeline t;  // a fresh timeline per run: values start at 0
   return timed_run<0>(engine, n, [&engine, &t, n, reversed](const std::array<Var, 0>&) {
     for (std::uint64_t k = 0; k < n; ++k) {
@@ -252,13 +264,13 @@ Sample fence_chain(Engine& engine, std::uint64_t n, bool reversed) {
   });
 }
 
-Sample same_stream_chain(Engine& engine, std::uint64_t n) {
+Sample same_stream_chain(BenchEngine& engine, std::uint64_t n) {
   return timed_run<1>(engine, n, [&engine, n](const std::array<Var, 1>& v) {
     for (std::uint64_t i = 0; i < n; ++i) engine.Push(empty_launch, {}, {v[0]}, on_stream(-1));
   });
 }
 
-Sample cpu_chain(Engine& engine, std::uint64_t n) {
+Sample cpu_chain(BenchEngine& engine, std::uint64_t n) {
   return timed_run<1>(engine, n, [&engine, n](const std::array<Var, 1>& v) {
     for (std::uint64_t i = 0; i < n; ++i) engine.Push([] {}, {}, {v[0]}, PushOptions{.context = {.executor = kCpu}});
   });
@@ -313,7 +325,7 @@ int main(int argc, char** argv) try {
   using namespace depengine::bench;
   const Options options = parse_options(argc, argv);
   const std::uint64_t n = options.smoke ? 200 : 20'000;
-  const std::unique_ptr<Engine> engine = make_engine();
+  const std::unique_ptr<BenchEngine> engine = make_engine();
   std::uint64_t host_synchronizations = 0;  // the executor should never need one: said below the table if it did
   std::vector<Record> records;
   const std::string streams = "depengine-host-stream";

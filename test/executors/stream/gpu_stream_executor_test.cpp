@@ -59,11 +59,11 @@ void on_each_gpu(const char* what, Body&& body) {
       }
       Watchdog watchdog(std::string(what) + " " + factory.name);
       EngineOptions options;
-      options.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}));
-      options.executors.push_back(std::make_unique<StreamExecutor>(
-          std::move(backend), StreamExecutorOptions{.devices = 1, .compute_streams = 2, .copy_streams = 1}));
+      options.emplace<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1});
+      const ExecutorId<StreamExecutor> streams = options.emplace<StreamExecutor>(
+          std::move(backend), StreamExecutorOptions{.devices = 1, .compute_streams = 2, .copy_streams = 1});
       Engine engine(std::move(options));
-      body(engine, static_cast<StreamExecutor&>(engine.executor(1)), std::string(what) + " " + factory.name);
+      body(engine, engine.executor(streams), std::string(what) + " " + factory.name);
     }
   }
 }

@@ -33,7 +33,7 @@ bool knows(const TimelineFrontier& knowledge, Axis axis) {
 TEST_CASE("a pipeline ordered by fences alone is issued to 3 streams before any of it runs",
           "[stream_executor][fences]") {
   Watchdog watchdog("fence pipeline");
-  Engine engine(stream_engine_options({.compute_streams = 3}));
+  StreamEngine engine({.compute_streams = 3});
   Timeline t({.name = "pipeline"});
   StreamGate gate;
   std::uint64_t a = 0, b = 0, c = 0;  // touched only by stream work, ordered by the device waits
@@ -65,7 +65,7 @@ TEST_CASE("a pipeline ordered by fences alone is issued to 3 streams before any 
 TEST_CASE("a late waiter with >= semantics waits for the signal that first reached its value, not for later ones",
           "[stream_executor][fences]") {
   Watchdog watchdog("late waiter");
-  Engine engine(stream_engine_options({.compute_streams = 3}));
+  StreamEngine engine({.compute_streams = 3});
   Timeline t({.name = "s"});
   StreamGate gate_a, gate_b;
   std::atomic<bool> b_done{false};

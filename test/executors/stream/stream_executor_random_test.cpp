@@ -71,7 +71,7 @@ void for_each_run(const char* what, std::size_t vars, Body&& body) {
       Watchdog watchdog(what);
       watchdog.note("seed " + std::to_string(seed));
       std::mt19937_64 rng(seed);
-      Engine engine(stream_engine_options(setup));
+      StreamEngine engine(setup);
       std::vector<Var> variables;
       for (std::size_t i = 0; i < vars; ++i) variables.push_back(engine.NewVariable());
       body(engine, setup, variables, rng, completion);
@@ -83,7 +83,7 @@ TEST_CASE("random mixed CPU and stream workloads equal serial execution", "[stre
   const std::size_t kOps = sized(600, 200, 300);
   for_each_run(
       "random stream workload", kVars,
-      [&](Engine& engine, const StreamEngineSetup& setup, const std::vector<Var>& vars, std::mt19937_64& rng,
+      [&](StreamEngine& engine, const StreamEngineSetup& setup, const std::vector<Var>& vars, std::mt19937_64& rng,
           StreamCompletion completion) {
         StreamExecutor& streams = stream_executor(engine);
 
@@ -95,7 +95,7 @@ TEST_CASE("random mixed CPU and stream workloads equal serial execution", "[stre
               Var scratch = engine.NewVariable();
               engine.Push(
                   [delay](const RunContext& ctx) {
-                    static_cast<HostStreamBackend*>(ctx.stream->backend)->set_launch_delay(ctx.stream->stream, delay);
+                    HostStreamBackend::of(*ctx.stream)->set_launch_delay(ctx.stream->stream, delay);
                   },
                   {}, {scratch}, on_stream(static_cast<std::int32_t>(index), device, kind));
               engine.DeleteVariable(scratch);
@@ -145,7 +145,7 @@ TEST_CASE("random workloads ordered by variables and by fences equal serial exec
   const std::size_t kOps = sized(600, 200, 300);
   for_each_run(
       "random fence workload", kVars,
-      [&](Engine& engine, const StreamEngineSetup& setup, const std::vector<Var>& vars, std::mt19937_64& rng,
+      [&](StreamEngine& engine, const StreamEngineSetup& setup, const std::vector<Var>& vars, std::mt19937_64& rng,
           StreamCompletion) {
         std::vector<std::unique_ptr<Timeline>> timelines;
         for (std::size_t k = 0; k < kChannels; ++k) timelines.push_back(std::make_unique<Timeline>());
@@ -214,8 +214,8 @@ TEST_CASE("random workloads with failing stream ops: errors follow the data, nev
   const std::size_t kVars = 8;
   const std::size_t kOps = sized(300, 100, 150);
   for_each_run("random stream errors", kVars,
-               [&](Engine& engine, const StreamEngineSetup& setup, const std::vector<Var>& vars, std::mt19937_64& rng,
-                   StreamCompletion) {
+               [&](StreamEngine& engine, const StreamEngineSetup& setup, const std::vector<Var>& vars,
+                   std::mt19937_64& rng, StreamCompletion) {
                  // One stream op, the first at or after a random point, fails on its stream. What it mutates must
                  // report the error: later ops on those variables are skipped and pass it on. (Other variables may
                  // report it too: an op issued on the failed stream in the same notification window is blamed, and

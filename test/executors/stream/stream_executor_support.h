@@ -32,28 +32,50 @@ struct StreamEngineSetup {
   bool records_work = false;  // HostStreamOptions::records_work: graphs of stream ops are recorded once
 };
 
-// An engine whose executor 0 is a oneTBB pool and executor 1 a StreamExecutor over a HostStreamBackend.
-inline EngineOptions stream_engine_options(const StreamEngineSetup& setup = {}) {
+// The typed ids of an engine built by stream_engine_options (engine/executor_id.h).
+struct StreamEngineIds {
+  ExecutorId<ThreadPoolExecutor> cpu;  // kCpu
+  ExecutorId<StreamExecutor> streams;  // kStream
+  HostStreamBackend* host = nullptr;   // the stream executor's backend (owned by it)
+};
+
+// An engine whose executor 0 is a oneTBB pool and executor 1 a StreamExecutor over a HostStreamBackend; their ids in
+// *ids when given.
+inline EngineOptions stream_engine_options(const StreamEngineSetup& setup = {}, StreamEngineIds* ids = nullptr) {
   EngineOptions options;
-  options.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = setup.workers}));
-  options.executors.push_back(std::make_unique<StreamExecutor>(
-      std::make_unique<HostStreamBackend>(HostStreamOptions{
-          .devices = setup.devices, .launch_delay = setup.launch_delay, .records_work = setup.records_work}),
-      StreamExecutorOptions{.compute_streams = setup.compute_streams,
-                            .copy_streams = setup.copy_streams,
-                            .collective_channels = setup.collective_channels,
-                            .completion = setup.completion}));
+  const auto cpu = options.emplace<ThreadPoolExecutor>(ThreadPoolOptions{.workers = setup.workers});
+  auto backend = std::make_unique<HostStreamBackend>(HostStreamOptions{
+      .devices = setup.devices, .launch_delay = setup.launch_delay, .records_work = setup.records_work});
+  HostStreamBackend* const host = backend.get();
+  const auto streams = options.emplace<StreamExecutor>(
+      std::move(backend), StreamExecutorOptions{.compute_streams = setup.compute_streams,
+                                                .copy_streams = setup.copy_streams,
+                                                .collective_channels = setup.collective_channels,
+                                                .completion = setup.completion});
+  if (ids != nullptr) *ids = StreamEngineIds{cpu, streams, host};
   options.max_in_flight = setup.max_in_flight;
   return options;
 }
 
-inline StreamExecutor& stream_executor(const Engine& engine) {
-  return static_cast<StreamExecutor&>(engine.executor(kStream));
-}
+// An engine built from stream_engine_options(setup), with the typed ids of its two executors, for the tests that reach
+// the stream executor itself.
+class StreamEngine : public Engine {
+ public:
+  explicit StreamEngine(const StreamEngineSetup& setup = {}) : StreamEngine(setup, StreamEngineIds{}) {}
 
-inline HostStreamBackend& host_backend(const Engine& engine) {
-  return static_cast<HostStreamBackend&>(stream_executor(engine).backend());
-}
+  [[nodiscard]] const StreamEngineIds& ids() const noexcept { return ids_; }
+
+ private:
+  // stream_engine_options fills `ids` while the base is built; ids_ copies it after.
+  StreamEngine(const StreamEngineSetup& setup, StreamEngineIds ids)
+      : Engine(stream_engine_options(setup, &ids)), ids_(ids) {}
+
+  StreamEngineIds ids_;
+};
+
+inline StreamExecutor& stream_executor(const StreamEngine& engine) { return engine.executor(engine.ids().streams); }
+
+inline HostStreamBackend& host_backend(const StreamEngine& engine) { return *engine.ids().host; }
 
 // The context of a stream op: device, kind, and a stream index (-1: the executor chooses).
 inline PushOptions on_stream(std::int32_t stream = -1, std::uint32_t device = 0,
@@ -66,7 +88,7 @@ inline PushOptions on_stream(std::int32_t stream = -1, std::uint32_t device = 0,
 // Inside a stream op's function: enqueues `fn` on the op's stream (the host backend's kernel launch).
 template <class F>
 void launch(const RunContext& ctx, F&& fn) {
-  static_cast<HostStreamBackend*>(ctx.stream->backend)->launch(ctx.stream->stream, HostTask(std::forward<F>(fn)));
+  launch_host(*ctx.stream, HostTask(std::forward<F>(fn)));
 }
 
 // Holds a stream: enqueue hold() as host work, and the stream (and every stream waiting on it) stops there until

@@ -28,7 +28,7 @@ namespace {
 
 TEST_CASE("a same-stream chain of 1,000 ops issues no device wait", "[stream_executor]") {
   Watchdog watchdog("same-stream chain");
-  Engine engine(stream_engine_options());
+  StreamEngine engine;
   Var x = engine.NewVariable();
   StreamGate gate;
   std::uint64_t value = 0;  // touched only by stream work, in stream order
@@ -56,7 +56,7 @@ TEST_CASE("a same-stream chain of 1,000 ops issues no device wait", "[stream_exe
 
 TEST_CASE("a fork over 4 streams and its join wait exactly where the streams do not know", "[stream_executor]") {
   Watchdog watchdog("fork-join");
-  Engine engine(stream_engine_options({.compute_streams = 4}));
+  StreamEngine engine({.compute_streams = 4});
   Var x = engine.NewVariable(), z = engine.NewVariable();
   Var y[4] = {engine.NewVariable(), engine.NewVariable(), engine.NewVariable(), engine.NewVariable()};
   StreamGate gate;
@@ -87,7 +87,7 @@ TEST_CASE("a fork over 4 streams and its join wait exactly where the streams do 
 
 TEST_CASE("a transitive chain over 3 streams: the third waits on the second only", "[stream_executor]") {
   Watchdog watchdog("transitive chain");
-  Engine engine(stream_engine_options({.compute_streams = 3}));
+  StreamEngine engine({.compute_streams = 3});
   Var x = engine.NewVariable(), y = engine.NewVariable(), z = engine.NewVariable();
   StreamGate gate;
   std::uint64_t xv = 0, yv = 0, zv = 0;
@@ -109,7 +109,7 @@ TEST_CASE("a transitive chain over 3 streams: the third waits on the second only
 TEST_CASE("a write after reads on other streams waits for every read (write-after-read on the device)",
           "[stream_executor]") {
   Watchdog watchdog("write after read");
-  Engine engine(stream_engine_options({.compute_streams = 3}));
+  StreamEngine engine({.compute_streams = 3});
   Var x = engine.NewVariable(), a = engine.NewVariable(), b = engine.NewVariable();
   StreamGate gate;
   std::uint64_t xv = 1, av = 0, bv = 0;
@@ -271,7 +271,7 @@ TEST_CASE("an exception from a stream op's function is the op's error, as for a 
 
 TEST_CASE("placement: devices, kinds, pinned streams, and what a stream op's function is given", "[stream_executor]") {
   Watchdog watchdog("placement");
-  Engine engine(stream_engine_options({.devices = 2, .compute_streams = 2, .copy_streams = 1}));
+  StreamEngine engine({.devices = 2, .compute_streams = 2, .copy_streams = 1});
   const StreamExecutor& streams = stream_executor(engine);
   Var v = engine.NewVariable();
   std::vector<StreamPlacement> seen;
@@ -327,7 +327,7 @@ TEST_CASE("an all-reduce on a collective channel is one frontier entry: each dev
           "[stream_executor][collective]") {
   Watchdog watchdog("collective channel");
   constexpr int kDevices = 3;
-  Engine engine(stream_engine_options({.devices = kDevices, .compute_streams = 1, .collective_channels = 1}));
+  StreamEngine engine({.devices = kDevices, .compute_streams = 1, .collective_channels = 1});
   const StreamExecutor& streams = stream_executor(engine);
   const Axis channel = streams.axis(0, StreamKind::kCollective, 0);
   CHECK(channel.domain() == AxisDomain::kCollective);
@@ -583,23 +583,32 @@ TEST_CASE("a stream executor needs a device, and an engine at most kMaxEngineAxe
 
 // An 8-device node: 2 compute streams and a copy stream per device, and 2 collective channels, 26 axes in one engine.
 // Every stream writes its own variable; one collective op reads all 26 (a wait frontier of 24 entries from other
-// streams plus its own channel's predecessor); a CPU op after it sees every write.
+// streams plus its own channel's predecessor); a CPU op after it sees every write. The writes hold at a gate until the
+// collective is issued, so none has completed by then and its waits are device waits (not found complete on the
+// tracker, which a slow push, as under ThreadSanitizer, let happen: waits_issued was 0 in 2 of about 30 runs there).
 TEST_CASE("an engine takes 8 devices of 2 compute and 1 copy stream with 2 collective channels", "[stream_executor]") {
   Watchdog watchdog("26 stream axes");
   constexpr int kDevices = 8;
   EngineOptions options;
-  options.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}));
-  options.executors.push_back(std::make_unique<StreamExecutor>(
+  options.emplace<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1});
+  const ExecutorId<StreamExecutor> stream_id = options.emplace<StreamExecutor>(
       std::make_unique<HostStreamBackend>(HostStreamOptions{.devices = kDevices}),
-      StreamExecutorOptions{.compute_streams = 2, .copy_streams = 1, .collective_channels = 2}));
+      StreamExecutorOptions{.compute_streams = 2, .copy_streams = 1, .collective_channels = 2});
   Engine engine(std::move(options));
   for (int round = 0; round < 3; ++round) {
     std::vector<Var> vars;
     std::vector<int> written(kDevices * 3 + 1, 0);  // one per device stream, and one for channel 1
+    StreamGate gate;
     auto write = [&](std::size_t index, PushOptions placement) {
       vars.push_back(engine.NewVariable());
-      engine.Push([&written, index](const RunContext& ctx) { launch(ctx, [&written, index] { written[index] = 1; }); },
-                  {}, {vars.back()}, placement);
+      engine.Push(
+          [&written, &gate, index](const RunContext& ctx) {
+            launch(ctx, [&written, &gate, index] {
+              gate.hold();
+              written[index] = 1;
+            });
+          },
+          {}, {vars.back()}, placement);
     };
     for (std::uint32_t device = 0; device < kDevices; ++device) {
       write(device * 3, on_stream(0, device));
@@ -616,12 +625,16 @@ TEST_CASE("an engine takes 8 devices of 2 compute and 1 copy stream with 2 colle
         vars, {sum}, on_stream(0, 0, StreamKind::kCollective));
     int seen_on_cpu = -1;
     engine.Push([&seen, &seen_on_cpu] { seen_on_cpu = seen; }, {sum}, {}, PushOptions{.context = {.executor = kCpu}});
+    // The round's 26 stream ops issued (an op counts once its device waits are enqueued), then the writes may run.
+    const std::uint64_t issued = 26 * static_cast<std::uint64_t>(round + 1);
+    CHECK(wait_until([&] { return engine.executor(stream_id).stats().ops_issued >= issued; }));
+    gate.open();
     engine.WaitForAll();
     CHECK(seen == kDevices * 3 + 1);
     CHECK(seen_on_cpu == kDevices * 3 + 1);
   }
-  CHECK(stream_executor(engine).axis_count() == kDevices * 3 + 2);
-  CHECK(stream_executor(engine).stats().waits_issued > 0);
+  CHECK(engine.executor(stream_id).axis_count() == kDevices * 3 + 2);
+  CHECK(engine.executor(stream_id).stats().waits_issued > 0);
 }
 
 }  // namespace

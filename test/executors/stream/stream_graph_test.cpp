@@ -216,7 +216,7 @@ TEST_CASE("a recorded graph of stream ops: recorded by its first replay, relaunc
           "[stream_graph][recorded]") {
   Watchdog watchdog("recorded stream graph");
   const int replays = static_cast<int>(sized(60, 20, 20));
-  Engine engine(stream_engine_options({.launch_delay = std::chrono::microseconds(20), .records_work = true}));
+  StreamEngine engine({.launch_delay = std::chrono::microseconds(20), .records_work = true});
   REQUIRE(stream_executor(engine).records_work());
   const Var a = engine.NewVariable();
   const Var b = engine.NewVariable();

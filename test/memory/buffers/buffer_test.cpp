@@ -38,7 +38,7 @@ bool holds(const void* data, std::size_t bytes, unsigned char value) {
 TEST_CASE("Buffers: a block freed on a stream is reused at once by the next allocation there, with no wait",
           "[memory][buffers]") {
   Watchdog watchdog("buffer reuse on one stream");
-  Engine engine(stream_engine_options({.compute_streams = 2}));
+  StreamEngine engine({.compute_streams = 2});
   {
     Buffers buffers(engine, kStream);
     StreamGate gate;
@@ -84,7 +84,7 @@ TEST_CASE("Buffers: a block freed on a stream is reused at once by the next allo
 TEST_CASE("Buffers: a block freed on one stream and allocated on another costs exactly one device wait",
           "[memory][buffers]") {
   Watchdog watchdog("buffer reuse across streams");
-  Engine engine(stream_engine_options({.compute_streams = 2}));
+  StreamEngine engine({.compute_streams = 2});
   {
     Buffers buffers(engine, kStream);
     StreamGate gate;
@@ -157,7 +157,7 @@ void random_buffers(std::size_t limit) {
           Var scratch = engine.NewVariable();
           engine.Push(
               [delay](const RunContext& ctx) {
-                static_cast<HostStreamBackend*>(ctx.stream->backend)->set_launch_delay(ctx.stream->stream, delay);
+                HostStreamBackend::of(*ctx.stream)->set_launch_delay(ctx.stream->stream, delay);
               },
               {}, {scratch}, on_stream(index, device));
           engine.DeleteVariable(scratch);
@@ -731,6 +731,33 @@ TEST_CASE("Buffers inside a Capture: what a graph cannot plan throws Error; a gr
     graph = Graph{};  // the free runs into the pool the graph kept alive
     engine.WaitForAll();
   }
+}
+
+TEST_CASE("Buffers take executors by typed id as by index, and refuse an id that other options issued",
+          "[memory][buffers][executor_id]") {
+  Watchdog watchdog("Buffers with typed ids");
+  StreamEngine engine({.compute_streams = 2});
+  const StreamEngineIds& ids = engine.ids();
+  EngineOptions other;
+  const ExecutorId<InlineExecutor> foreign = other.emplace<InlineExecutor>();
+  CHECK_THROWS_WITH(Buffers(engine, foreign), Catch::Contains("another engine"));
+  CHECK_THROWS_WITH(Buffers(engine, ids.streams, {.limit = 1 << 20, .cpu_executor = foreign}),
+                    Catch::Contains("another engine"));
+  {
+    Buffers buffers(engine, ids.streams, {.limit = 1 << 20, .cpu_executor = ids.cpu});
+    Buffer a = buffers.allocate(1000, 0, 0);
+    engine.Push([a](const RunContext& ctx) { fill(ctx, a.data(), a.bytes(), 3); }, {}, {a.var()},
+                PushOptions{.context = {.executor = ids.streams, .device = 0, .stream = 1}});
+    std::atomic<bool> holds_3{false};
+    engine.Push([&, a] { holds_3.store(holds(a.data(), a.bytes(), 3), std::memory_order_relaxed); }, {a.var()}, {},
+                PushOptions{.context = {.executor = ids.cpu}});
+    buffers.deallocate(a, 1);
+    engine.WaitForAll();
+    CHECK(holds_3.load(std::memory_order_relaxed));
+    CHECK(stream_executor(engine).stats(0, StreamKind::kCompute, 1).ops_issued >= 1);  // the fill ran on stream 1
+    CHECK(buffers.pool(0).stats().fresh_allocations == 1);
+  }
+  engine.WaitForAll();
 }
 
 }  // namespace

@@ -34,19 +34,19 @@ TEST_CASE("Buffers on GPU backends: reused device blocks carry every round's pat
       }
       Watchdog watchdog("gpu buffers " + factory.name);
       EngineOptions options;
-      options.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}));
-      options.executors.push_back(std::make_unique<StreamExecutor>(
-          std::move(backend), StreamExecutorOptions{.devices = 1, .compute_streams = 2, .copy_streams = 0}));
+      const ExecutorId<ThreadPoolExecutor> cpu = options.emplace<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1});
+      const ExecutorId<StreamExecutor> streams = options.emplace<StreamExecutor>(
+          std::move(backend), StreamExecutorOptions{.devices = 1, .compute_streams = 2, .copy_streams = 0});
       Engine engine(std::move(options));
       constexpr int kRounds = 100;
       constexpr std::size_t kWords = 1 << 16;  // 512 KiB per buffer
       std::vector<std::vector<std::uint64_t>> in(kRounds), out(kRounds);
       int wrong = 0;
       {
-        Buffers buffers(engine, 1);
-        auto on = [](std::int32_t stream) {
+        Buffers buffers(engine, streams);
+        auto on = [&streams](std::int32_t stream) {
           PushOptions o;
-          o.context = Context{.executor = 1, .device = 0, .stream_kind = StreamKind::kCompute, .stream = stream};
+          o.context = Context{.executor = streams, .device = 0, .stream_kind = StreamKind::kCompute, .stream = stream};
           return o;
         };
         for (int r = 0; r < kRounds; ++r) {
@@ -75,12 +75,12 @@ TEST_CASE("Buffers on GPU backends: reused device blocks carry every round's pat
               },
               {b.var()}, {b.var()}, on((r + 1) % 2));
           engine.Push([&, r] { wrong += out[r] != in[r] ? 1 : 0; }, {b.var()}, {},
-                      PushOptions{.context = {.executor = 0}});
+                      PushOptions{.context = {.executor = cpu}});
           buffers.deallocate(b);
         }
         engine.WaitForAll();
         const MemoryPoolStats stats = buffers.pool(0).stats();
-        const StreamStats streams = static_cast<StreamExecutor&>(engine.executor(1)).stats();
+        const StreamStats stream_stats = engine.executor(streams).stats();
         std::printf(
             "gpu buffers %s: %d rounds, %llu fresh blocks, %llu reused dominated, %llu after waits (%llu waits), "
             "%llu complete; peak %zu bytes; stream waits issued %llu, host synchronisations %llu\n",
@@ -88,11 +88,11 @@ TEST_CASE("Buffers on GPU backends: reused device blocks carry every round's pat
             static_cast<unsigned long long>(stats.reuse_dominated),
             static_cast<unsigned long long>(stats.reuse_with_waits), static_cast<unsigned long long>(stats.waits_added),
             static_cast<unsigned long long>(stats.reuse_complete), stats.peak_bytes_held,
-            static_cast<unsigned long long>(streams.waits_issued),
-            static_cast<unsigned long long>(streams.host_synchronizations));
+            static_cast<unsigned long long>(stream_stats.waits_issued),
+            static_cast<unsigned long long>(stream_stats.host_synchronizations));
         CHECK(stats.bytes_in_use == 0);
         CHECK(stats.fresh_allocations < 2 * kRounds);  // blocks were reused
-        CHECK(streams.host_synchronizations == 0);
+        CHECK(stream_stats.host_synchronizations == 0);
       }
       CHECK(wrong == 0);
     }
