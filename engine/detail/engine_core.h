@@ -65,6 +65,7 @@
 #include <depengine/engine/engine.h>
 #include <depengine/engine/frontier/tracker.h>
 #include <depengine/executors/inline_executor.h>
+#include <depengine/support/cache_line.h>
 
 namespace depengine::detail {
 
@@ -304,7 +305,7 @@ class EngineCore final : public ExecutorHost {
   // an async op (complete_async) or reaching an op's wait fence (fence_done), a stream executor's completion thread
   // raising a fence. Such a thread may run or retire the op and still be inside the engine or an executor afterwards,
   // so shutdown() frees nothing until none is. Written by those threads only, on a line of its own.
-  alignas(64) std::atomic<std::uint32_t> foreign_threads_{0};
+  alignas(support::kCacheLine) std::atomic<std::uint32_t> foreign_threads_{0};
   // Null when stall reports are off. Stopped by shutdown() once every op has completed.
   std::unique_ptr<StallWatch> stall_watch_;
 
