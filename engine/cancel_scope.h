@@ -45,6 +45,8 @@
 #include <mutex>
 #include <utility>
 
+#include <depengine/support/cache_line.h>
+
 namespace depengine {
 
 namespace detail {
@@ -55,12 +57,12 @@ class GraphRunner;
 // The state of a scope, shared by its handles and its ops.
 struct ScopeState {
   // Read by every op of the scope before it runs; written once, by Cancel().
-  alignas(64) std::atomic<bool> cancelled{false};
+  alignas(support::kCacheLine) std::atomic<bool> cancelled{false};
   std::once_flag error_once;
   std::exception_ptr error;  // written once under error_once, before `cancelled` is set (release); then read-only
   // Written by every push and retirement of the scope's ops.
-  alignas(64) std::atomic<std::uint32_t> pending{0};  // ops pushed with the scope and not yet retired
-  std::atomic<std::uint32_t> refs{1};                 // handles, plus ops pushed and not yet retired
+  alignas(support::kCacheLine) std::atomic<std::uint32_t> pending{0};  // ops pushed with the scope and not yet retired
+  std::atomic<std::uint32_t> refs{1};                                  // handles, plus ops pushed and not yet retired
 
   // `ops` ops of the scope were pushed (a replay counts all of its ops in at once); each holds a reference until its
   // op_retired().

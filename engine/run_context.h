@@ -1,4 +1,24 @@
-// What an op's function receives: the RunContext, and for asynchronous ops the Completion it must call.
+// What an op's function receives: the RunContext (where and as what it runs), and for an asynchronous op the
+// Completion that it, or whatever it hands its work to, must call once.
+//
+// Users read these in the functions they push (engine.h: Push passes a RunContext to fn(const RunContext&); PushAsync
+// adds a Completion); the engine builds them (engine/detail/) for pushed, replayed and stream ops alike, and backends
+// above the engine read RunContext::stream and RunContext::waits (memory/buffers/, distributed/).
+//
+// Contract:
+// - A RunContext is built by the thread that runs the op, on its stack, and is valid only during the call of the
+//   op's function, as is everything its pointers name (the stream placement, the wait frontier, the input error). A
+//   function that hands work to another thread copies what that work needs; an async op must not read `waits` once it
+//   has handed its Completion on. Nothing in it changes during the call except what cancelled() reads, which another
+//   thread's CancelScope::Cancel() may set meanwhile (an atomic; the read is safe from any thread).
+// - A Completion is a 16-byte value (the op's record and a ticket), copied freely and callable from any thread; the
+//   first call of any copy completes the op, and what the caller did before it is visible to the ops that depend on the
+//   op. It stays memory-safe to call for the life of the process (records are pooled and never freed), so a stale or
+//   second call is refused with Error, not undefined. The op's engine cannot be destroyed before the first call
+//   (~Engine() waits for every op in flight). The call may run other ops before it returns: on the inline executor, the
+//   successors it makes ready run on the calling thread (inline_executor.h).
+// - Cost: a RunContext is built per run and allocates nothing; a Completion call does, on the calling thread, the work
+//   of the op's completion (granting its successors), as the return of a synchronous op's function does.
 #pragma once
 
 #include <atomic>

@@ -1,5 +1,24 @@
-// BlockSource: where a MemoryPool gets its blocks from and gives them back to — host memory, or a device's memory
-// through a stream backend. A slow path: the pool calls it only to grow or to trim.
+// BlockSource: where a MemoryPool (memory_pool.h) gets its blocks from and gives them back to: host memory
+// (HostBlockSource), or one device's memory through a stream backend (DeviceBlockSource). The pool decides when a block
+// may be reused or freed; the source only allocates and frees, so a new kind of memory (pinned host memory, another
+// allocator) is one small subclass and the pool's reuse logic stays the same.
+//
+// Used by MemoryPool, which owns its source (a std::unique_ptr handed to its constructor), and built by Buffers
+// (memory/buffers/buffer.cpp: one host pool, and one pool per device of the stream executor) or by a user who makes a
+// MemoryPool of their own.
+//
+// Contract:
+// - A slow path: the pool calls allocate() only to grow, and deallocate() only to trim free blocks or at its own
+//   destruction, never while it holds its lock. deallocate() receives the bytes and alignment the block was allocated
+//   with.
+// - Thread safety: the pool may call allocate() and deallocate() from several threads at once (its callers' threads),
+//   so an implementation must be safe for concurrent calls; both given here are (operator new; the stream backends'
+//   allocate and deallocate).
+// - Lifetime: a block lives from allocate() until its deallocate(), which the caller makes only once it knows no work
+//   uses the block any more. A MemoryPool owns its source and gives back every block it holds before destroying it;
+//   DeviceBlockSource borrows its backend, which must outlive the source.
+// - Failure: allocate() throws (std::bad_alloc, StreamError) and the pool uncounts the block and rethrows; deallocate()
+//   never throws (a backend drops its errors).
 #pragma once
 
 #include <cstddef>

@@ -62,6 +62,7 @@
 #include <depengine/engine/engine.h>
 #include <depengine/engine/frontier/tracker.h>
 #include <depengine/executors/inline_executor.h>
+#include <depengine/support/cache_line.h>
 
 namespace depengine::detail {
 
@@ -301,7 +302,7 @@ class EngineCore final : public ExecutorHost {
   // an async op (complete_async) or reaching an op's wait fence (fence_done), a stream executor's completion thread
   // raising a fence. Such a thread may run or retire the op and still be inside the engine or an executor afterwards,
   // so shutdown() frees nothing until none is. Written by those threads only, on a line of its own.
-  alignas(64) std::atomic<std::uint32_t> foreign_threads_{0};
+  alignas(support::kCacheLine) std::atomic<std::uint32_t> foreign_threads_{0};
 
   // Counts the calling thread in foreign_threads_ for its lifetime.
   class ForeignThread {

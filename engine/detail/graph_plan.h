@@ -67,6 +67,7 @@
 #include <depengine/engine/push_options.h>
 #include <depengine/engine/var_queue/op_node.h>
 #include <depengine/executors/executor.h>
+#include <depengine/support/cache_line.h>
 
 namespace depengine::detail {
 
@@ -81,7 +82,7 @@ enum NodeKind : std::uint8_t {
 };
 
 // One op of a replay.
-struct alignas(64) GraphOp final : Task, OpNode {
+struct alignas(support::kCacheLine) GraphOp final : Task, OpNode {
   void prepare(Executor* runs_on, std::int32_t urgency, GraphInstance* owner) noexcept {
     executor_ = runs_on;
     priority_ = urgency;
@@ -94,7 +95,7 @@ struct alignas(64) GraphOp final : Task, OpNode {
 static_assert(sizeof(GraphOp) == 64, "one line per op: workers running neighbours do not share one");
 
 // A counter standing for a run of an op's predecessors (see Fan-ins above): granted by each, it grants the op once.
-struct alignas(64) GraphRelay final : OpNode {};
+struct alignas(support::kCacheLine) GraphRelay final : OpNode {};
 static_assert(sizeof(GraphRelay) == 64, "one line per relay: relays granted by different workers do not share one");
 
 // One of a replay's entries in a variable's queue (see Joins above). The queue grants its OpNode, which waits for two
@@ -301,7 +302,7 @@ class GraphInstance {
   // Each op holds a reference to it (ScopeState::op_pushed) until it retires.
   ScopeState* scope = nullptr;
   // Ops, and joins not granted at append, that are not done yet; whoever takes it to zero frees the instance.
-  alignas(64) std::atomic<std::uint32_t> remaining{0};
+  alignas(support::kCacheLine) std::atomic<std::uint32_t> remaining{0};
 };
 
 }  // namespace depengine::detail

@@ -39,6 +39,7 @@
 #include <vector>
 
 #include <depengine/executors/executor.h>
+#include <depengine/support/cache_line.h>
 
 namespace depengine::detail {
 
@@ -167,18 +168,18 @@ class InFlight {
   const std::chrono::nanoseconds help_spin_;  // the longest Executor::help_spin() of helpers_
 
   // Written by pushers.
-  alignas(64) std::atomic<std::size_t> pushed_{0};
+  alignas(support::kCacheLine) std::atomic<std::size_t> pushed_{0};
   std::atomic<std::size_t> retired_view_{0};  // a pusher's cached lower bound of retired_
   // Written by completing threads, each in its own slot (see the header).
   static constexpr std::size_t kRetireSlots = 8;
-  struct alignas(64) RetireSlot {
+  struct alignas(support::kCacheLine) RetireSlot {
     std::atomic<std::size_t> count{0};
   };
   RetireSlot retired_[kRetireSlots];
   // Threads asleep in wait_at_most(): the low 32 bits count those waiting for low_water_, the high 32 bits those
   // waiting for zero. Read by every completion, written only by waiters, so its line stays cached everywhere while no
   // one waits; the mutex and condition variable, touched only by sleepers and their wakers, sit on the next line.
-  alignas(64) std::atomic<std::uint64_t> sleepers_{0};
+  alignas(support::kCacheLine) std::atomic<std::uint64_t> sleepers_{0};
   // Threads asleep in help_until(), whatever they wait for: read by executors (helpers_asleep()), written only by
   // waiters.
   std::atomic<std::uint32_t> asleep_{0};
@@ -188,7 +189,7 @@ class InFlight {
   // The threads waiting at the bound (blocked()): touched only by them and by reports.
   mutable std::mutex waiting_mutex_;
   Waiting* waiting_ = nullptr;  // guarded by waiting_mutex_
-  alignas(64) std::mutex wake_mutex_;
+  alignas(support::kCacheLine) std::mutex wake_mutex_;
   std::condition_variable wake_cv_;
   std::uint64_t rings_ = 0;  // guarded by wake_mutex_: how many times wake_helpers() rang
 };

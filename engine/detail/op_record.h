@@ -30,6 +30,7 @@
 #include <depengine/engine/op_name.h>
 #include <depengine/engine/var_queue/op_node.h>
 #include <depengine/executors/executor.h>
+#include <depengine/support/cache_line.h>
 
 namespace depengine::detail {
 
@@ -146,10 +147,10 @@ struct OpRecord final : Task, OpNode {
   EngineCore* engine = nullptr;  // not owned; outlives the op
 
   // Line 1.
-  alignas(64) OpFunction fn;
+  alignas(support::kCacheLine) OpFunction fn;
 
   // Line 2.
-  alignas(64) std::exception_ptr error;  // the op's first error: a poisoned input it skipped on, or its own
+  alignas(support::kCacheLine) std::exception_ptr error;  // the op's first error: a poisoned input's, or its own
   VarUse* uses = inline_uses;
   std::unique_ptr<VarUse[]> heap_uses;
   std::uint64_t trace_op = 0;       // tracing (trace_recorder.h): the op's id; 0: not traced
@@ -167,14 +168,14 @@ struct OpRecord final : Task, OpNode {
   ScopeState* scope = nullptr;     // PushOptions::scope's state, referenced from publication to retirement; null: none
 
   // Lines 3 to 5.
-  alignas(64) VarUse inline_uses[kInlineVars];
+  alignas(support::kCacheLine) VarUse inline_uses[kInlineVars];
 
   // The op's name, read only when `named`: ops without a name never touch this line.
   [[nodiscard]] std::string_view name_view() const noexcept { return named ? name.view() : std::string_view{}; }
 
   // Line 6. Async ops are released by two parties, the function's return and the completion; the later one recycles
   // the record (the function may still be running when another thread completes the op, and its callable lives here).
-  alignas(64) std::atomic<std::uint32_t> holds{0};
+  alignas(support::kCacheLine) std::atomic<std::uint32_t> holds{0};
   // Moves on by one at every completion of an async op; a Completion carries the value it expects, so a second call
   // (or a call on a record since reused) fails its compare-exchange instead of completing someone else's op.
   std::atomic<std::uint64_t> ticket{0};
@@ -183,12 +184,12 @@ struct OpRecord final : Task, OpNode {
   GraphOp* replayed = nullptr;
 
   // Line 7: the name (PushOptions::name), copied only when there is one.
-  alignas(64) OpName name;
+  alignas(support::kCacheLine) OpName name;
 
   // Cold. The op's wait frontier (engines with stream executors only): the requirements of the promises its wait fences
   // took, then, when its last grant arrives, the signals of the uses it was granted. Read by its stream executor at
   // issue, and by the tracker while the op is parked.
-  alignas(64) WaitFrontier requirement;
+  alignas(support::kCacheLine) WaitFrontier requirement;
   ParkWaiter waiter{this};
   FrontierEntry issued_at{};  // a stream op's own signal, kept for the knowledge its signal fences carry
   // Fences (PushOptions). The wait fences are armed one after another, next_fence the one armed now; all of them
@@ -223,6 +224,12 @@ static_assert(offsetof(OpRecord, holds) == 384 && offsetof(OpRecord, ticket) < 4
 static_assert(offsetof(OpRecord, name) == 448 && sizeof(OpName) <= 64, "line 7: the name alone");
 static_assert(offsetof(OpRecord, requirement) == 512, "cold lines after the hot ones");
 #pragma GCC diagnostic pop
+// The whole record: the 8 hot lines above and 14 cold ones (the wait frontier's inline entries alone are 520 bytes),
+// 1,408 bytes in the release, tsan and asan builds alike (x86-64, GCC and Clang). Records are carved from slabs and
+// never freed (RecordPool), so every line is paid by each record in flight and each one pooled, for the life of the
+// process; a CPU op touches only the hot lines, so growth of the cold part costs memory, not hand-offs. A field that
+// makes the record grow past this bound says why in the same change, and moves the bound with it.
+static_assert(sizeof(OpRecord) <= 22 * support::kCacheLine, "an op record takes at most 22 cache lines");
 
 // A process-wide pool of op records with per-thread magazines (Bonwick's magazine allocator, reduced).
 //

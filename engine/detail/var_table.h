@@ -19,6 +19,7 @@
 
 #include <depengine/engine/var.h>
 #include <depengine/engine/var_queue/var_queue.h>
+#include <depengine/support/cache_line.h>
 
 namespace depengine::detail {
 
@@ -29,7 +30,7 @@ namespace depengine::detail {
 // holds the generation (read by every push under the queue's lock), and the completers' line, which also holds the
 // error (read by every op that runs) and what is cold. Two variables never share a line, so ops on different
 // variables (the independent workload) trade no line.
-struct alignas(64) VarState : VarQueue {
+struct alignas(support::kCacheLine) VarState : VarQueue {
   std::uint32_t slot = 0;  // its index in the table, for traces ("v<slot>"); immutable
   // The first error attached since the last clear. Ordered by the queue itself: written only by ops that mutate or
   // sync the variable (which run alone), read by any op that uses it (which runs after them).

@@ -92,6 +92,7 @@
 #include <utility>
 
 #include <depengine/engine/frontier/frontier.h>
+#include <depengine/support/cache_line.h>
 #include <depengine/support/spinlock.h>
 
 namespace depengine {
@@ -338,12 +339,12 @@ class Timeline {
 
   // Read-mostly by queriers, written (under lock_) by signallers: its own line, so queries do not share a line with
   // the lock that every signaller and waiter writes.
-  alignas(64) std::atomic<std::uint64_t> value_{0};
+  alignas(support::kCacheLine) std::atomic<std::uint64_t> value_{0};
   std::atomic<std::uint64_t> watermark_{0};
   std::atomic<bool> failed_{false};
 
   // Written under lock_ by signallers, waiters and cancellers.
-  alignas(64) mutable support::Spinlock lock_;
+  alignas(support::kCacheLine) mutable support::Spinlock lock_;
   detail::TimelineLink armed_;    // sentinel of the armed waiters, sorted by ascending value; guarded by lock_
   detail::TimelineLink firings_;  // sentinel of the callbacks in progress (Firing records); guarded by lock_
   std::exception_ptr error_;      // guarded by lock_; set once, before failed_
@@ -353,7 +354,8 @@ class Timeline {
   std::uint32_t promise_head_ = 0, promise_count_ = 0;        // ring of pending promises, by value; guarded by lock_
 
   // Immutable after construction.
-  alignas(64) std::unique_ptr<Record[]> records_;  // [0, history): recent ring; [history, history + checkpoints)
+  alignas(support::kCacheLine)
+      std::unique_ptr<Record[]> records_;  // [0, history): recent ring; [history, history + checkpoints)
   std::uint32_t history_;
   std::uint32_t checkpoints_;
   std::uint32_t stride_;

@@ -2,6 +2,7 @@
 #include <thread>
 
 #include <depengine/engine/frontier/tracker.h>
+#include <depengine/support/cache_line.h>
 #include <depengine/support/spinlock.h>
 
 namespace depengine {
@@ -17,7 +18,7 @@ struct TrackerFiring {
 
 // One axis. `word` and `min_needed` are the lock-free surface; everything else is the slow path, under `lock`.
 // One cache line per axis: the advancing thread of one stream never shares a line with another stream's.
-struct alignas(64) TrackerSlot {
+struct alignas(support::kCacheLine) TrackerSlot {
   // completed epoch << 2 | kClosed | kWaiters. Written by advance() (compare-exchange), by park() (fetch_or of
   // kWaiters, under lock), by settle_locked() (fetch_and of kWaiters, under lock) and by close() (a compare-exchange
   // adding kClosed, under lock).

@@ -109,6 +109,7 @@
 #include <depengine/engine/frontier/frontier.h>
 #include <depengine/engine/var_queue/op_node.h>
 #include <depengine/engine/vocabulary/vocabulary.h>
+#include <depengine/support/cache_line.h>
 #include <depengine/support/prefetch.h>
 #include <depengine/support/spinlock.h>
 
@@ -305,7 +306,7 @@ class VarQueue {
   // The completers' line. done_lock_ guards head_'s writes by fast paths (lock_'s holders write it while no fast path
   // can run: see Two cache lines); version_ is written by the holder of the variable's exclusivity and read lock-free.
   // completed_reads_ and waiting_for_: see Reads complete without the lock above.
-  alignas(64) support::Spinlock done_lock_;
+  alignas(support::kCacheLine) support::Spinlock done_lock_;
   // The first node as the fast path moved it, or as it started waiting for reads; or null (then first_ is).
   std::atomic<VarUse*> head_{nullptr};
   std::atomic<std::uint64_t> version_{0};

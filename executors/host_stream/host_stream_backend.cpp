@@ -17,6 +17,7 @@
 
 #include <depengine/executors/host_stream/host_stream_backend.h>
 #include <depengine/executors/stream/stream_executor.h>  // StreamPlacement: its fields only, no link to the executor
+#include <depengine/support/cache_line.h>
 #include <depengine/support/spinlock.h>
 
 // The event protocol (timeline in README.md). An event holds two numbers:
@@ -150,7 +151,7 @@ class HostEvent {
   std::atomic<std::uint64_t> recorded_{0};
   const void* recorded_on_ = nullptr;  // the stream of the latest record; written by record() only (serialised)
   // Written by recording stream threads; waited on by waiting stream threads and synchronize().
-  alignas(64) mutable std::atomic<std::uint64_t> completed_{0};
+  alignas(support::kCacheLine) mutable std::atomic<std::uint64_t> completed_{0};
   mutable support::Spinlock error_lock_;
   std::exception_ptr error_;  // guarded by error_lock_
 };
@@ -387,7 +388,7 @@ class HostStream {
   std::vector<Entry> draining_;  // the batch being run
 
   // Written by the stream thread, read by synchronize() and notifications' readers.
-  alignas(64) std::atomic<std::uint64_t> retired_{0};  // entries run
+  alignas(support::kCacheLine) std::atomic<std::uint64_t> retired_{0};  // entries run
   std::atomic<bool> failed_{false};
   std::exception_ptr error_;  // written once by the stream thread, before failed_; then immutable
 

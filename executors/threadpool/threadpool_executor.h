@@ -69,6 +69,7 @@
 
 #include <depengine/executors/executor.h>
 #include <depengine/executors/ready_queue.h>
+#include <depengine/support/cache_line.h>
 #include <depengine/support/spinlock.h>
 
 namespace depengine {
@@ -141,7 +142,7 @@ class ThreadPoolExecutor final : public Executor {
   // the slot turns empty or non-empty, so a searcher spinning on it does not pull the lock's line away per task.
   using Clock = std::chrono::steady_clock;
   struct Slot {
-    alignas(64) support::Spinlock lock;
+    alignas(support::kCacheLine) support::Spinlock lock;
     TaskList tasks;            // guarded by lock
     std::size_t count = 0;     // guarded by lock
     std::uint32_t streak = 0;  // the owner's alone: tasks find() took since it last looked at the ready queue first
@@ -149,7 +150,7 @@ class ThreadPoolExecutor final : public Executor {
     // (stuck()).
     std::atomic<bool> active{false};
     std::atomic<std::uint32_t> ran{0};
-    alignas(64) std::atomic<bool> loaded{false};
+    alignas(support::kCacheLine) std::atomic<bool> loaded{false};
   };
   // What the helper holding the guest slot last saw of a worker's progress (stuck()).
   struct Watch {
@@ -196,25 +197,25 @@ class ThreadPoolExecutor final : public Executor {
 
   // Written by submitters (a push) and by drainers and helpers (taking the whole stack), read by spinning drainers.
   // Linked through Task::next_, newest first.
-  alignas(64) std::atomic<Task*> inbox_{nullptr};
+  alignas(support::kCacheLine) std::atomic<Task*> inbox_{nullptr};
   // See outside_submitting(). Written by submits from outside the pool (only when it was false) and by helpers that
   // find nothing (only when it was true), read by idle drainers; on the inbox's line, which such a submit writes
   // anyway.
   std::atomic<bool> outside_submitting_{false};
   // See kSearcher/kDrainer: written by submits that start a drainer and by drainers as they find work or give up.
-  alignas(64) std::atomic<std::uint64_t> counts_{0};
+  alignas(support::kCacheLine) std::atomic<std::uint64_t> counts_{0};
   // One task handed from a worker to a searching thread (keep_own()): what a completion made ready beyond the op its
   // worker runs next, while another worker waits for work. Written by that worker, taken by whoever finds it first.
-  alignas(64) std::atomic<Task*> handoff_{nullptr};
+  alignas(support::kCacheLine) std::atomic<Task*> handoff_{nullptr};
   // Drainers and helpers only: the ready queue, under lock_, and its size, written under lock_ and read by spinning
   // drainers without it (a hint).
-  alignas(64) support::Spinlock lock_;
+  alignas(support::kCacheLine) support::Spinlock lock_;
   ReadyQueue queue_;
   std::atomic<std::size_t> queued_{0};
   // Tasks of a priority above 0 submitted and not yet taken from the ready queue: while there are, a worker looks at
   // the ready queue before its own slot. Written only by such submits and their pops, so the line stays cached
   // everywhere.
-  alignas(64) std::atomic<std::uint32_t> urgent_{0};
+  alignas(support::kCacheLine) std::atomic<std::uint32_t> urgent_{0};
   // One per index a thread of the arena may have (tbb::this_task_arena::current_thread_index()): arena_slots_ =
   // workers_ + 1, since oneTBB leaves index 0 to an outside thread in an arena of one slot without reserved ones (its
   // worker is index 1). Where helpers work as workers (waiters_work_), one more: the guest slot, held by one helping
@@ -222,14 +223,14 @@ class ThreadPoolExecutor final : public Executor {
   const std::uint32_t arena_slots_;
   const std::uint32_t slot_count_;
   std::unique_ptr<Slot[]> slots_;
-  alignas(64) std::atomic<bool> guest_busy_{false};
+  alignas(support::kCacheLine) std::atomic<bool> guest_busy_{false};
   std::unique_ptr<Watch[]> watches_;  // one per worker, where waiters_work_; the guest slot's holder's alone
   // Drainers alive, for stop() to wait on. A mutex rather than an atomic wait: the last drainer's notify must happen
   // before stop() can return and the executor be destroyed, and holding alive_mutex_ across it guarantees that.
   // Bumped (release) by every launch and read (acquire) by every drainer as it starts, so the executor's state and the
   // host set by start() are visible to the drainer through an edge of our own: the hand-off itself goes through
   // oneTBB's enqueue, which ThreadSanitizer cannot see (oneTBB is uninstrumented, cmake/tsan-ignorelist.txt).
-  alignas(64) std::atomic<std::uint64_t> launches_{0};
+  alignas(support::kCacheLine) std::atomic<std::uint64_t> launches_{0};
   std::mutex alive_mutex_;
   std::condition_variable alive_cv_;
   int alive_ = 0;  // guarded by alive_mutex_

@@ -21,6 +21,9 @@
 namespace depengine::test {
 namespace {
 
+// Atomics: counters bumped by ops are read by the test thread after a wait (WaitForAll, WaitForVar, WaitForScope), a
+// join or the engine's destruction, which orders every op's writes before the read, so they are relaxed.
+
 // ErrorLog::kStderrLines, the default sink's limit (engine.h, EngineOptions::error_sink).
 constexpr std::size_t kDefaultSinkLines = 16;
 
@@ -130,7 +133,7 @@ TEST_CASE("ops that use a poisoned variable are skipped and pass the error on", 
       CHECK(thrown_id([&] { engine.WaitForVar(b); }) == 1);
       CHECK(thrown_id([&] { engine.WaitForVar(a); }) == 1);
       CHECK(thrown_id([&] { engine.WaitForAll(); }) == 0);  // one error, reported (four times: once per variable)
-      CHECK(ran.load() == 1);
+      CHECK(ran.load(std::memory_order_relaxed) == 1);
     }
   }
 }
@@ -150,7 +153,7 @@ TEST_CASE("no_skip ops run on poisoned variables, which keep their first error",
       engine.Push([] { throw OpFailure(2); }, {}, {a}, no_skip);  // runs, fails: a keeps error 1
       CHECK(thrown_id([&] { engine.WaitForVar(b); }) == 0);       // the no_skip op succeeded: b is clean
       CHECK(thrown_id([&] { engine.WaitForVar(a); }) == 1);
-      CHECK(ran.load() == 2);
+      CHECK(ran.load(std::memory_order_relaxed) == 2);
       // Error 2 was raised, and a keeps error 1: no variable carried 2, so no WaitForVar could report it.
       CHECK(thrown_id([&] { engine.WaitForAll(); }) == 2);
     }
@@ -290,7 +293,7 @@ TEST_CASE("WaitForAll rethrows the first error raised, sinks the others and clea
       std::atomic<int> ran{0};
       engine.Push([&] { ran.fetch_add(1, std::memory_order_relaxed); }, {a, b, c}, {a});  // no longer skipped
       engine.WaitForAll();
-      CHECK(ran.load() == 1);
+      CHECK(ran.load(std::memory_order_relaxed) == 1);
     }
   }
 }
@@ -327,7 +330,7 @@ TEST_CASE("WaitForVar clears only its variable, and an error a wait reported is 
       std::atomic<int> ran{0};
       engine.Push([&] { ran.fetch_add(1, std::memory_order_relaxed); }, {b}, {});  // b is still poisoned: skipped
       CHECK(thrown_id([&] { engine.WaitForVar(b); }) == 2);
-      CHECK(ran.load() == 0);
+      CHECK(ran.load(std::memory_order_relaxed) == 0);
       CHECK(thrown_id([&] { engine.WaitForAll(); }) == 0);
       CHECK(sunk.ids().empty());
     }

@@ -17,6 +17,9 @@
 namespace depengine::test {
 namespace {
 
+// Atomics: counters bumped by ops are read by the test thread after a wait (WaitForAll, WaitForVar, WaitForScope), a
+// join or the engine's destruction, which orders every op's writes before the read, so they are relaxed.
+
 TEST_CASE("bad EngineOptions are rejected", "[engine][misuse]") {
   CHECK_THROWS_AS(Engine(EngineOptions{}), Error);  // no executor
   EngineOptions null_executor;
@@ -157,21 +160,21 @@ TEST_CASE("an unknown executor index is rejected", "[engine][misuse]") {
       PushOptions bad;
       bad.context.executor = 1;
       std::atomic<int> ran{0};
-      CHECK_THROWS_AS(engine.Push([&] { ran.fetch_add(1); }, {}, {v}, bad), Error);
+      CHECK_THROWS_AS(engine.Push([&] { ran.fetch_add(1, std::memory_order_relaxed); }, {}, {v}, bad), Error);
       CHECK_THROWS_AS(engine.PushAsync(
                           [&](Completion done) {
-                            ran.fetch_add(1);
+                            ran.fetch_add(1, std::memory_order_relaxed);
                             done();
                           },
                           {v}, {}, bad),
                       Error);
       CHECK_THROWS_AS(engine.DeleteVariable(
-                          v, [&] { ran.fetch_add(1); }, bad),
+                          v, [&] { ran.fetch_add(1, std::memory_order_relaxed); }, bad),
                       Error);
       CHECK_THROWS_AS(engine.executor(1), Error);
       CHECK_NOTHROW(engine.executor(0));
       engine.WaitForAll();
-      CHECK(ran.load() == 0);
+      CHECK(ran.load(std::memory_order_relaxed) == 0);
       CHECK(engine.InFlight() == 0);
       CHECK(engine.Version(v) == 0);
       engine.DeleteVariable(v);  // v survived the rejected deletion
@@ -201,7 +204,7 @@ TEST_CASE("PushAsync is taken, or refused with Error and nothing pushed, as the 
       if (factory.takes_async) {
         push_async();
         engine.WaitForVar(v);
-        CHECK(ran.load() == 1);
+        CHECK(ran.load(std::memory_order_relaxed) == 1);
         CHECK(engine.Version(v) == 1);
       } else {
         CHECK_THROWS_WITH(push_async(), Catch::Contains("PushAsync") && Catch::Contains("a stream executor") &&
@@ -210,12 +213,12 @@ TEST_CASE("PushAsync is taken, or refused with Error and nothing pushed, as the 
         CHECK(engine.InFlight() == 0);
         engine.WaitForVar(v);
         engine.WaitForAll();
-        CHECK(ran.load() == 0);
+        CHECK(ran.load(std::memory_order_relaxed) == 0);
         CHECK(engine.Version(v) == 0);
         // The engine and v are still usable.
         engine.Push([&ran] { ran.fetch_add(1, std::memory_order_relaxed); }, {}, {v});
         engine.WaitForVar(v);
-        CHECK(ran.load() == 1);
+        CHECK(ran.load(std::memory_order_relaxed) == 1);
         CHECK(engine.Version(v) == 1);
       }
     }
@@ -413,9 +416,9 @@ TEST_CASE("of two threads completing the same op at once, exactly one succeeds",
         other.join();
         engine.WaitForVar(v);
       }
-      CHECK(successes.load() == rounds);
-      CHECK(errors.load() == rounds);
-      CHECK(successor_runs.load() == rounds);
+      CHECK(successes.load(std::memory_order_relaxed) == rounds);
+      CHECK(errors.load(std::memory_order_relaxed) == rounds);
+      CHECK(successor_runs.load(std::memory_order_relaxed) == rounds);
       CHECK(engine.Version(v) == static_cast<std::uint64_t>(rounds));
     }
   }

@@ -17,6 +17,9 @@
 namespace depengine::test {
 namespace {
 
+// Atomics: counters bumped by ops are read by the test thread after a wait (WaitForAll, WaitForVar, WaitForScope), a
+// join or the engine's destruction, which orders every op's writes before the read, so they are relaxed.
+
 TEST_CASE("consecutive reads of a variable run at the same time", "[engine][ordering]") {
   for (const auto& factory : executor_factories()) {
     DYNAMIC_SECTION(factory.name) {
@@ -34,7 +37,8 @@ TEST_CASE("consecutive reads of a variable run at the same time", "[engine][orde
             engine.Push(
                 [&] {
                   // relaxed: the counters detect overlap; the executor's issue order is what the test observes.
-                  if (inside.fetch_add(1, std::memory_order_relaxed) != 0) overlaps.fetch_add(1);
+                  if (inside.fetch_add(1, std::memory_order_relaxed) != 0)
+                    overlaps.fetch_add(1, std::memory_order_relaxed);
                   linger();
                   inside.fetch_sub(1, std::memory_order_relaxed);
                   ran.fetch_add(1, std::memory_order_relaxed);
@@ -46,8 +50,8 @@ TEST_CASE("consecutive reads of a variable run at the same time", "[engine][orde
         push_reads();
         other.join();
         engine.WaitForAll();
-        CHECK(ran.load() == 2 * kReads);
-        CHECK(overlaps.load() == 0);
+        CHECK(ran.load(std::memory_order_relaxed) == 2 * kReads);
+        CHECK(overlaps.load(std::memory_order_relaxed) == 0);
         continue;
       }
       Rendezvous meet(2);
@@ -117,9 +121,9 @@ TEST_CASE("a mutation runs alone: no read or other mutation of its variable over
       pusher(1u);
       other.join();
       engine.WaitForAll();
-      CHECK(violations.load() == 0);
+      CHECK(violations.load(std::memory_order_relaxed) == 0);
       std::uint64_t expected = 0;
-      for (int i = 0; i < writes_pushed.load(); ++i) expected = expected * 3 + 1;
+      for (int i = 0; i < writes_pushed.load(std::memory_order_relaxed); ++i) expected = expected * 3 + 1;
       CHECK(data == expected);
     }
   }
@@ -257,7 +261,7 @@ TEST_CASE("a variable named twice counts once; read and mutated counts as mutate
       std::atomic<int> runs{0};
       engine.Push([&] { runs.fetch_add(1, std::memory_order_relaxed); }, {v, v, u, v}, {u, v, u});
       engine.WaitForAll();
-      CHECK(runs.load() == 1);
+      CHECK(runs.load(std::memory_order_relaxed) == 1);
       CHECK(engine.Version(v) == 1);  // one mutation, though named many times
       CHECK(engine.Version(u) == 1);
 
@@ -272,7 +276,7 @@ TEST_CASE("a variable named twice counts once; read and mutated counts as mutate
         engine.Push([&] { runs.fetch_add(1, std::memory_order_relaxed); }, reads, mutates);
       }
       engine.WaitForAll();
-      CHECK(runs.load() == 4);
+      CHECK(runs.load(std::memory_order_relaxed) == 4);
       for (int i = 0; i < 6; ++i) CHECK(engine.Version(six[static_cast<std::size_t>(i)]) == (i % 2 == 0 ? 3U : 0U));
 
       // Read and mutated: ordered as a mutation, so it waits for a running read.

@@ -23,6 +23,9 @@
 namespace depengine::test {
 namespace {
 
+// Atomics: counters bumped by ops are read by the test thread after a wait (WaitForAll, WaitForVar, WaitForScope), a
+// join or the engine's destruction, which orders every op's writes before the read, so they are relaxed.
+
 // An op the only worker runs until the test opens it (bounded by meet_limit(): a broken engine fails, never hangs).
 struct Holder {
   std::atomic<bool> inside{false};
@@ -31,7 +34,9 @@ struct Holder {
   void hold() {
     // release/acquire: the test thread sees the worker inside before it pushes what must wait for it.
     inside.store(true, std::memory_order_release);
-    if (!wait_until([&] { return open.load(std::memory_order_acquire); })) timed_out.store(true);
+    if (!wait_until([&] { return open.load(std::memory_order_acquire); })) {
+      timed_out.store(true, std::memory_order_relaxed);  // relaxed: read after the engine's wait
+    }
   }
 };
 
@@ -76,7 +81,7 @@ TEST_CASE("work-first: a push runs on the pushing thread only while the workers 
   CHECK_FALSE(first.ran.load(std::memory_order_acquire));
   holder.open.store(true, std::memory_order_release);  // before the wait, which would otherwise help with the holder
   engine.WaitForAll();
-  CHECK_FALSE(holder.timed_out.load());
+  CHECK_FALSE(holder.timed_out.load(std::memory_order_relaxed));
   CHECK(second.thread == std::this_thread::get_id());
   CHECK(second.before_push_returned);
   // These ran later, on the worker or on this thread's WaitForAll, which helps: not inside their pushes.
@@ -99,7 +104,7 @@ TEST_CASE("work-first: an urgent op waiting for a worker keeps a later push off 
   CHECK_FALSE(normal.ran.load(std::memory_order_acquire));
   holder.open.store(true, std::memory_order_release);
   engine.WaitForAll();
-  CHECK_FALSE(holder.timed_out.load());
+  CHECK_FALSE(holder.timed_out.load(std::memory_order_relaxed));
   CHECK_FALSE(urgent.before_push_returned);
   CHECK_FALSE(normal.before_push_returned);
 }
@@ -130,8 +135,8 @@ TEST_CASE("work-first: a push from inside an op is never run in place", "[engine
   // Not WaitForAll at once: the children must be left to the worker, which is the parent's thread.
   REQUIRE(wait_until([&] { return parent_done.load(std::memory_order_acquire); }));
   engine.WaitForAll();
-  CHECK(ran.load() == kChildren);
-  CHECK(nested.load() == 0);
+  CHECK(ran.load(std::memory_order_relaxed) == kChildren);
+  CHECK(nested.load(std::memory_order_relaxed) == 0);
 }
 
 TEST_CASE("work-first: ops run on the pushing thread count against max_in_flight", "[engine][work-first][bound]") {
@@ -159,9 +164,10 @@ TEST_CASE("work-first: ops run on the pushing thread count against max_in_flight
             {}, {vars[i % vars.size()]});
       }
       engine.WaitForAll();
-      CHECK(ran.load() == ops);
-      CHECK(peak.load() <= kBound);
-      CHECK(on_pusher.load() > 0);  // the pusher ran ops (held back by the bound, or work-first)
+      CHECK(ran.load(std::memory_order_relaxed) == ops);
+      CHECK(peak.load(std::memory_order_relaxed) <= kBound);
+      CHECK(on_pusher.load(std::memory_order_relaxed) >
+            0);  // the pusher ran ops (held back by the bound, or work-first)
     }
   }
 }

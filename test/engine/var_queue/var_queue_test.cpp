@@ -22,6 +22,9 @@
 namespace depengine {
 namespace {
 
+// Atomics: the counters of violations, winners and writes are read by the test thread after it has joined the threads
+// that bump them, which orders them, so they are relaxed (a count printed on a hang needs no order either).
+
 // An op for the tests: an OpNode with its uses, pushed the way the engine pushes (all queues locked in address order,
 // one grant held by the pusher until every use is appended).
 struct TestOp : OpNode {
@@ -323,7 +326,7 @@ TEST_CASE("VarQueue: a chain completed right behind its pusher grants each write
     }
   }
   pusher.join();
-  CHECK(out_of_order.load() == 0);
+  CHECK(out_of_order.load(std::memory_order_relaxed) == 0);
   CHECK(q.version() == static_cast<std::uint64_t>(writes));
   CHECK(idle(q));
 }
@@ -387,7 +390,8 @@ TEST_CASE("VarQueue: runs of reads between writes, pushed ahead of two completer
         }
         if (i == ops.size()) {
           if (std::chrono::steady_clock::now() > deadline) {
-            std::fprintf(stderr, "FAILED (hang): %d of %zu ops completed\n", done.load(), ops.size());
+            std::fprintf(stderr, "FAILED (hang): %d of %zu ops completed\n", done.load(std::memory_order_relaxed),
+                         ops.size());
             std::abort();  // the queue still links ops: returning would leave it dangling pointers
           }
           std::this_thread::yield();
@@ -418,7 +422,7 @@ TEST_CASE("VarQueue: runs of reads between writes, pushed ahead of two completer
     pusher.join();
     first.join();
     second.join();
-    CHECK(violations.load() == 0);
+    CHECK(violations.load(std::memory_order_relaxed) == 0);
     CHECK(q.version() == writes);
     CHECK(idle(q));
   }
@@ -541,7 +545,7 @@ TEST_CASE("OpNode: of many concurrent granters, exactly the last one is told the
       });
     }
     for (auto& thread : threads) thread.join();
-    CHECK(winners.load() == 1);
+    CHECK(winners.load(std::memory_order_relaxed) == 1);
   }
 }
 
@@ -620,9 +624,9 @@ TEST_CASE("VarQueue from many threads: exclusive writes, shared reads, no deadlo
   std::vector<std::thread> threads;
   for (int t = 0; t < kThreads; ++t) threads.emplace_back(worker, static_cast<unsigned>(t + 1));
   for (auto& thread : threads) thread.join();
-  CHECK(violations.load() == 0);
+  CHECK(violations.load(std::memory_order_relaxed) == 0);
   for (int k = 0; k < kQueues; ++k) {
-    CHECK(queues[k].version() == writes[k].load());
+    CHECK(queues[k].version() == writes[k].load(std::memory_order_relaxed));
     CHECK(idle(queues[k]));
   }
 }

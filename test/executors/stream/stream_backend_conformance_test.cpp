@@ -80,7 +80,7 @@ TEST_CASE("a cross-stream wait orders later work after the awaited work", "[stre
       const int devices = backend->device_count();
       StreamSet set(*backend);
       // A is slow (simulated device time on the host backend), B fast: without the wait, B's observation would
-      // run long before A's write (host_stream_test.cpp shows it does).
+      // run long before A's write (test/executors/host_stream/host_stream_test.cpp shows it does).
       const StreamHandle a = set.stream(0, StreamKind::kCompute);
       const StreamHandle b = set.stream(devices - 1, StreamKind::kCopy);  // another device when there is one
       if (factory.set_delay) factory.set_delay(*backend, a, 500us);

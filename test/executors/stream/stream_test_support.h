@@ -67,6 +67,46 @@ inline std::vector<StreamBackendFactory> gpu_backend_factories() {
   return factories;
 }
 
+// A GPU backend built without a device (this machine, CI): it constructs, reports 0 devices, and refuses, with a
+// StreamError whose message starts its status() with `no_device` ("no CUDA device", "no HIP device"), everything that
+// needs one. With a device the conformance suite runs it instead, and this checks only its name.
+inline void check_gpu_backend_without_device(const StreamBackendFactory& factory, const std::string& no_device) {
+  std::unique_ptr<StreamBackend> backend;
+  REQUIRE_NOTHROW(backend = factory.make());
+  const std::string status(backend->status());
+  std::printf("gpu stream backend %s: device_count() = %d; status: %s\n", factory.name.c_str(), backend->device_count(),
+              status.c_str());
+  std::fflush(stdout);
+  CHECK(std::string(backend->name()) == factory.name);
+  if (backend->device_count() > 0) return;  // the conformance suite runs it
+
+  CHECK(status.find(no_device) == 0);
+  // Everything that needs a device says why there is none.
+  for (int attempt = 0; attempt < 3; ++attempt) {
+    CAPTURE(attempt);
+    try {
+      if (attempt == 0) (void)backend->create_stream(0, StreamKind::kCompute);
+      if (attempt == 1) (void)backend->create_event(0);
+      if (attempt == 2) (void)backend->allocate(0, 256);
+      FAIL("a call that needs a device succeeded without one");
+    } catch (const StreamError& error) {
+      CHECK(std::string(error.backend()) == factory.name);
+      CHECK(std::string(error.what()).find(no_device) != std::string::npos);
+      CHECK(error.code() != 0);
+    }
+  }
+  // Handles that name nothing are ignored, as the interface promises, and nothing was synchronised.
+  backend->destroy_stream(StreamHandle{});
+  backend->destroy_event(EventHandle{});
+  backend->deallocate(0, nullptr);
+  CHECK(backend->native_handle(StreamHandle{}) == nullptr);
+  CHECK(backend->host_synchronizations() == 0);
+  // A second instance is as good as the first (no process-wide state poisoned by the failed device query).
+  std::unique_ptr<StreamBackend> again;
+  REQUIRE_NOTHROW(again = factory.make());
+  CHECK(again->device_count() == 0);
+}
+
 // Every backend of the conformance suite: host always; CUDA and HIP when built and a device exists. Those skipped
 // are printed once, with the reason (their status()).
 inline const std::vector<StreamBackendFactory>& stream_backend_factories() {

@@ -27,6 +27,9 @@
 namespace depengine::test {
 namespace {
 
+// Atomics: ScriptedTask::runs is release/acquire (ran()); the other flags and counters (timed_out, rings, met) carry no
+// data, and are read by the test thread after stop(), whose join orders them, or only compared: relaxed.
+
 // A task whose body the test scripts. `successors` are made ready when it completes, as the engine's completions do.
 struct ScriptedTask : Task {
   ScriptedTask(Executor* runs_on, std::int32_t urgency) {
@@ -35,6 +38,9 @@ struct ScriptedTask : Task {
   }
   std::function<void(int worker)> body;
   std::vector<ScriptedTask*> successors;
+  // How many times it has run, as the test thread sees it. acquire: pairs with the release in FakeHost::execute, so a
+  // test that sees a run also sees what the body wrote and everything ordered before the run.
+  [[nodiscard]] int ran() const noexcept { return runs.load(std::memory_order_acquire); }
   std::atomic<int> runs{0};
   std::thread::id thread;  // written by the one run; read after the executor is stopped
   int worker = -2;
@@ -53,7 +59,7 @@ class FakeHost final : public ExecutorHost {
     scripted.thread = std::this_thread::get_id();
     scripted.worker = worker;
     if (scripted.body) scripted.body(worker);
-    scripted.runs.fetch_add(1, std::memory_order_relaxed);
+    scripted.runs.fetch_add(1, std::memory_order_release);  // release: pairs with the acquire in ScriptedTask::ran()
     running_.fetch_sub(1, std::memory_order_relaxed);
     for (ScriptedTask* next : scripted.successors) ready.push_back(next);
   }
@@ -159,12 +165,12 @@ TEST_CASE("every submitted task runs exactly once, from many submitting threads"
       for (std::thread& t : submitters) t.join();
       REQUIRE(wait_until([&] {
         return std::all_of(tasks.begin(), tasks.end(), [](const auto& list) {
-          return std::all_of(list.begin(), list.end(), [](const ScriptedTask& t) { return t.runs.load() > 0; });
+          return std::all_of(list.begin(), list.end(), [](const ScriptedTask& t) { return t.ran() > 0; });
         });
       }));
       pool.stop();
       for (const auto& list : tasks) {
-        for (const ScriptedTask& task : list) REQUIRE(task.runs.load() == 1);
+        for (const ScriptedTask& task : list) REQUIRE(task.ran() == 1);
       }
       CHECK(host.max_running() <= workers);
     }
@@ -193,7 +199,7 @@ TEST_CASE("a submit racing with a drainer that gives up is never lost", "[execut
       for (ScriptedTask& task : tasks) {
         for (int i = idle_pauses(rng); i > 0; --i) support::cpu_relax();
         pool.submit(task);
-        if (!wait_until([&] { return task.runs.load() == 1; }, std::chrono::seconds(2))) ++unrun;
+        if (!wait_until([&] { return task.ran() == 1; }, std::chrono::seconds(2))) ++unrun;
       }
       pool.stop();
       CHECK(unrun == 0);
@@ -233,10 +239,10 @@ TEST_CASE("a chain made ready by completions stays on the worker that started it
   for (std::size_t i = 0; i < length; ++i) chain.emplace_back(&pool, 0);
   for (std::size_t i = 0; i + 1 < length; ++i) chain[i].successors.push_back(&chain[i + 1]);
   pool.submit(chain.front());
-  REQUIRE(wait_until([&] { return chain.back().runs.load() == 1; }));
+  REQUIRE(wait_until([&] { return chain.back().ran() == 1; }));
   pool.stop();
   for (const ScriptedTask& task : chain) {
-    REQUIRE(task.runs.load() == 1);
+    REQUIRE(task.ran() == 1);
     REQUIRE(task.thread == chain.front().thread);
     REQUIRE(task.worker == chain.front().worker);
   }
@@ -260,7 +266,7 @@ TEST_CASE("a pool of 1 worker keeps what its completions make ready in its worke
   };
   pool.submit(fan[0]);
   REQUIRE(wait_until(
-      [&] { return std::all_of(fan.begin(), fan.end(), [](const ScriptedTask& t) { return t.runs == 1; }); }));
+      [&] { return std::all_of(fan.begin(), fan.end(), [](const ScriptedTask& t) { return t.ran() == 1; }); }));
   pool.stop();
   CHECK_FALSE(inbox_seen.load(std::memory_order_relaxed));
   for (const ScriptedTask& task : fan) {
@@ -284,7 +290,7 @@ TEST_CASE("of several successors the worker keeps the most urgent and queues the
   low2.body = order.body(3);
   first.successors = {&low, &urgent, &low2};
   pool.submit(first);
-  REQUIRE(wait_until([&] { return low.runs.load() + urgent.runs.load() + low2.runs.load() == 3; }));
+  REQUIRE(wait_until([&] { return low.ran() + urgent.ran() + low2.ran() == 3; }));
   pool.stop();
   const std::vector<int> ran = order.ids();
   REQUIRE(ran.size() == 4);
@@ -315,11 +321,10 @@ TEST_CASE("queued urgent tasks run before queued normal ones, each in submission
   }
   for (ScriptedTask& task : tasks) pool.submit(task);
   gate.let_go();
-  REQUIRE(wait_until([&] {
-    return std::all_of(tasks.begin(), tasks.end(), [](const ScriptedTask& t) { return t.runs.load() == 1; });
-  }));
+  REQUIRE(wait_until(
+      [&] { return std::all_of(tasks.begin(), tasks.end(), [](const ScriptedTask& t) { return t.ran() == 1; }); }));
   pool.stop();
-  CHECK_FALSE(gate.timed_out.load());
+  CHECK_FALSE(gate.timed_out.load(std::memory_order_relaxed));
   // Odd indices are urgent. The tasks waited in the inbox, newest first, until the worker was free: it must restore
   // submission order among equals.
   CHECK(order == std::vector<int>{1, 3, 5, 7, 0, 2, 4, 6});
@@ -339,17 +344,17 @@ TEST_CASE("try_help runs a queued task on the calling thread and reports an empt
   REQUIRE(gate.reached());
   pool.submit(queued);
   CHECK(pool.try_help());
-  CHECK(queued.runs.load() == 1);
+  CHECK(queued.ran() == 1);
   CHECK(queued.thread == std::this_thread::get_id());
   CHECK(queued.worker == -1);
   // A helper runs the chain it starts, as a worker does: the successor ran on it too, in the same call.
-  CHECK(successor.runs.load() == 1);
+  CHECK(successor.ran() == 1);
   CHECK(successor.thread == std::this_thread::get_id());
   CHECK_FALSE(pool.try_help());
   gate.let_go();
   pool.stop();
-  CHECK_FALSE(gate.timed_out.load());
-  CHECK(blocker.runs.load() == 1);
+  CHECK_FALSE(gate.timed_out.load(std::memory_order_relaxed));
+  CHECK(blocker.ran() == 1);
 }
 
 // threadpool_executor.h: a helper runs a chain as a worker would, but returns to its wait within a bounded number of
@@ -370,7 +375,7 @@ TEST_CASE("a helping thread runs the chain it starts, a bounded part of it per c
     for (std::size_t i = 0; i + 1 < chain.size(); ++i) chain[i].successors.push_back(&chain[i + 1]);
     pool.submit(chain.front());
     const auto ran = [&] {
-      return std::count_if(chain.begin(), chain.end(), [](const ScriptedTask& t) { return t.runs.load() == 1; });
+      return std::count_if(chain.begin(), chain.end(), [](const ScriptedTask& t) { return t.ran() == 1; });
     };
     REQUIRE(pool.try_help());
     const auto first_call = ran();
@@ -383,7 +388,7 @@ TEST_CASE("a helping thread runs the chain it starts, a bounded part of it per c
     for (const ScriptedTask& task : chain) CHECK(task.thread == std::this_thread::get_id());
     gate.let_go();
     pool.stop();
-    CHECK_FALSE(gate.timed_out.load());
+    CHECK_FALSE(gate.timed_out.load(std::memory_order_relaxed));
   }
 }
 
@@ -403,15 +408,15 @@ TEST_CASE("a pool whose waiters work wakes a sleeping helper for work no worker 
     pool.submit(blocker);
     REQUIRE(gate.reached());  // the one worker runs it: every worker is busy, none searches
     pool.submit(queued);
-    CHECK(host.rings.load() == 0);  // no helper sleeps
+    CHECK(host.rings.load(std::memory_order_relaxed) == 0);  // no helper sleeps
     host.helper_asleep.store(true, std::memory_order_seq_cst);
     pool.submit(later);
-    CHECK(host.rings.load() == (waiters_work ? 1 : 0));
+    CHECK(host.rings.load(std::memory_order_relaxed) == (waiters_work ? 1 : 0));
     host.helper_asleep.store(false, std::memory_order_seq_cst);
     gate.let_go();
-    REQUIRE(wait_until([&] { return later.runs.load() == 1 && queued.runs.load() == 1; }));
+    REQUIRE(wait_until([&] { return later.ran() == 1 && queued.ran() == 1; }));
     pool.stop();
-    CHECK_FALSE(gate.timed_out.load());
+    CHECK_FALSE(gate.timed_out.load(std::memory_order_relaxed));
   }
 }
 
@@ -436,9 +441,9 @@ TEST_CASE("submits from outside the pool mark it until a waiting thread finds no
   CHECK_FALSE(pool.try_help());
   CHECK_FALSE(pool.outside_submitting());
   gate.let_go();
-  REQUIRE(wait_until([&] { return inner.runs.load() == 1; }));
+  REQUIRE(wait_until([&] { return inner.ran() == 1; }));
   pool.stop();
-  CHECK_FALSE(gate.timed_out.load());
+  CHECK_FALSE(gate.timed_out.load(std::memory_order_relaxed));
   CHECK_FALSE(pool.outside_submitting());
   CHECK(inner.thread == blocker.thread);
 }
@@ -458,9 +463,9 @@ TEST_CASE("two workers run two blocked tasks at once, and never more", "[executo
     };
   }
   for (ScriptedTask& task : tasks) pool.submit(task);
-  REQUIRE(wait_until([&] { return tasks[0].runs.load() + tasks[1].runs.load() == 2; }));
+  REQUIRE(wait_until([&] { return tasks[0].ran() + tasks[1].ran() == 2; }));
   pool.stop();
-  CHECK(met.load() == 2);  // both were inside their bodies at the same time
+  CHECK(met.load(std::memory_order_relaxed) == 2);  // both were inside their bodies at the same time
   CHECK(tasks[0].thread != tasks[1].thread);
   CHECK(host.max_running() == 2);
 }
@@ -477,13 +482,13 @@ TEST_CASE("a worker's own ready tasks are taken by another worker while it is bl
   // The worker keeps `blocker` to run next and `other` in its slot; `blocker` waits for `other` to have run.
   blocker.body = [&](int) {
     // relaxed: read after stop(), which joins the workers.
-    if (!wait_until([&] { return other.runs.load() == 1; })) timed_out.store(true, std::memory_order_relaxed);
+    if (!wait_until([&] { return other.ran() == 1; })) timed_out.store(true, std::memory_order_relaxed);
   };
   first.successors = {&blocker, &other};
   pool.submit(first);
-  REQUIRE(wait_until([&] { return blocker.runs.load() == 1; }));
+  REQUIRE(wait_until([&] { return blocker.ran() == 1; }));
   pool.stop();
-  CHECK_FALSE(timed_out.load());
+  CHECK_FALSE(timed_out.load(std::memory_order_relaxed));
   CHECK(blocker.thread == first.thread);
   CHECK(other.thread != blocker.thread);
   CHECK(other.worker >= 0);
@@ -502,17 +507,17 @@ TEST_CASE("the one op a completion makes ready beside the next one runs on the w
   std::atomic<bool> timed_out{false};
   first.body = [&](int) {
     // relaxed: read after stop(), which joins the workers.
-    if (!wait_until([&] { return idler.runs.load() == 1; })) timed_out.store(true, std::memory_order_relaxed);
+    if (!wait_until([&] { return idler.ran() == 1; })) timed_out.store(true, std::memory_order_relaxed);
   };
   blocker.body = [&](int) {
-    if (!wait_until([&] { return other.runs.load() == 1; })) timed_out.store(true, std::memory_order_relaxed);
+    if (!wait_until([&] { return other.ran() == 1; })) timed_out.store(true, std::memory_order_relaxed);
   };
   first.successors = {&blocker, &other};
   pool.submit(first);
   pool.submit(idler);
-  REQUIRE(wait_until([&] { return blocker.runs.load() == 1; }));
+  REQUIRE(wait_until([&] { return blocker.ran() == 1; }));
   pool.stop();
-  CHECK_FALSE(timed_out.load());
+  CHECK_FALSE(timed_out.load(std::memory_order_relaxed));
   CHECK(blocker.thread == first.thread);
   CHECK(idler.thread != first.thread);
   CHECK(other.thread == idler.thread);
@@ -530,17 +535,17 @@ TEST_CASE("a waiting thread helps with a worker's own ready tasks", "[executors]
     // release: pairs with the acquire below; the worker is inside `blocker`, `other` in its slot.
     blocked.store(true, std::memory_order_release);
     // relaxed: read after stop(), which joins the worker.
-    if (!wait_until([&] { return other.runs.load() == 1; })) timed_out.store(true, std::memory_order_relaxed);
+    if (!wait_until([&] { return other.ran() == 1; })) timed_out.store(true, std::memory_order_relaxed);
   };
   first.successors = {&blocker, &other};
   pool.submit(first);
   // Not before: this thread would run `first` itself, and its successors would go to the queue, not to a slot.
   REQUIRE(wait_until([&] { return blocked.load(std::memory_order_acquire); }));
   // The only worker is blocked in `blocker`, with `other` in its slot: only this thread can run it.
-  REQUIRE(wait_until([&] { return other.runs.load() == 1 || pool.try_help(); }));
-  REQUIRE(wait_until([&] { return blocker.runs.load() == 1; }));
+  REQUIRE(wait_until([&] { return other.ran() == 1 || pool.try_help(); }));
+  REQUIRE(wait_until([&] { return blocker.ran() == 1; }));
   pool.stop();
-  CHECK_FALSE(timed_out.load());
+  CHECK_FALSE(timed_out.load(std::memory_order_relaxed));
   CHECK(other.thread == std::this_thread::get_id());
   CHECK(other.worker == -1);
 }
@@ -565,7 +570,7 @@ TEST_CASE("an urgent task submitted meanwhile runs before the rest of a worker's
   urgent.body = order.body(4);
   first.successors = {&a, &b, &c};
   pool.submit(first);
-  REQUIRE(wait_until([&] { return c.runs.load() + b.runs.load() + urgent.runs.load() == 3; }));
+  REQUIRE(wait_until([&] { return c.ran() + b.ran() + urgent.ran() == 3; }));
   pool.stop();
   CHECK(order.ids() == std::vector<int>{0, 1, 4, 2, 3});
 }
@@ -595,10 +600,10 @@ TEST_CASE("every task of random fan-outs made ready by completions runs exactly 
       pool.submit(tasks.front());
       REQUIRE(wait_until([&] {
         return std::all_of(tasks.begin(), tasks.begin() + static_cast<std::ptrdiff_t>(next),
-                           [](auto& t) { return t.runs.load() > 0; });
+                           [](auto& t) { return t.ran() > 0; });
       }));
       pool.stop();
-      for (std::size_t i = 0; i < next; ++i) REQUIRE(tasks[i].runs.load() == 1);
+      for (std::size_t i = 0; i < next; ++i) REQUIRE(tasks[i].ran() == 1);
       CHECK(host.max_running() <= workers);
     }
   }
