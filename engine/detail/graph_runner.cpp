@@ -351,8 +351,7 @@ void GraphRunner::run_stream_graph(StreamGraph& graph, const RunContext& outer, 
       poison_writes(uses.data(), uses.size(), *verdict.error);
     } else {
       Recording recording{&graph, &ctx};
-      outer.executor->stream_facet()->replay_recorded(*outer.stream, graph.recorded(), &Recording::enqueue,
-                                                      &recording);
+      outer.executor->stream_facet()->replay_recorded(*outer.stream, graph.recorded(), &Recording::enqueue, &recording);
     }
     graph.clear_ended();  // the graph's variables end clean, as after the steps below
     return;
