@@ -58,8 +58,7 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
   // and may see it late; the store is to line 0, which the recycling below writes anyway.
   op->run_stamp.store(run_clock_.now(), std::memory_order_relaxed);
   if (!op->async) {
-    if (std::exception_ptr error = call(op->fn, ctx, op->name_view(), op->owner); error != nullptr) [[unlikely]]
-      op->error = std::move(error);
+    call(op->fn, ctx, op->name_view(), op->owner, op->error);  // the gate let it run: no error yet
     op->run_stamp.store(0, std::memory_order_relaxed);
     if (recorder != nullptr) trace().cpu_op(*op, worker, start, in_flight_.upper_bound(), ctx.waits);
     finish(op, ready, ran_signal());

@@ -118,17 +118,17 @@ class EngineCore final : public ExecutorHost {
 
   // completion.cpp: ExecutorHost::execute, the run of an op's function, and the completion of async ops.
   void execute(Task& task, int worker, TaskList& ready) noexcept override;
-  // Calls `fn`, the function of a sync op named `name` of `owner`, with `ctx`; returns the error it threw (recorded in
-  // the error log), or null. Every op's function, pushed or replayed, is called here or by call_async().
-  [[nodiscard]] std::exception_ptr call(OpFunction& fn, const RunContext& ctx, std::string_view name,
-                                        std::uint64_t owner) noexcept {
+  // Calls `fn`, the function of a sync op named `name` of `owner`, with `ctx`; an error it throws goes to `error`
+  // (null before the call) and the error log, and nothing is written when it returns: a returned exception_ptr would
+  // cost every op a move and a destructor call. Every op's function, pushed or replayed, is called here or by
+  // call_async().
+  void call(OpFunction& fn, const RunContext& ctx, std::string_view name, std::uint64_t owner,
+            std::exception_ptr& error) noexcept {
     try {
       fn(ctx, nullptr);
-      return nullptr;
     } catch (...) {
-      std::exception_ptr error = std::current_exception();
+      error = std::current_exception();
       errors().raise(error, name, owner);
-      return error;
     }
   }
   // Calls `fn`, the function of an async op named `name`, with `ctx` and a Completion pointing at `record` (the op's,

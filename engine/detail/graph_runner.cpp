@@ -169,7 +169,7 @@ void GraphRunner::execute(GraphOp* op, int worker, TaskList& ready) noexcept {
       record->owner = instance->owner;
       core_.call_async(record, planned.fn, ctx, planned.name_view());
     } else {
-      error = core_.call(planned.fn, ctx, planned.name_view(), instance->owner);
+      core_.call(planned.fn, ctx, planned.name_view(), instance->owner, error);
     }
     if (trace != nullptr) {
       core_.trace().replayed_op(plan, planned, instance->trace_ops + index, instance->replay, op->executor(), worker,
@@ -368,7 +368,7 @@ void GraphRunner::run_stream_graph(StreamGraph& graph, const RunContext& outer, 
       const std::uint32_t failed = OpGate::failed_input(uses, count);
       ctx.input_error = failed != count ? &uses[failed].var->error : nullptr;
       ctx.input_error_var = failed != count ? core_.vars().handle(uses[failed].var, uses[failed].tag) : Var();
-      error = core_.call(step.fn, ctx, step.name_view(), owner);
+      core_.call(step.fn, ctx, step.name_view(), owner, error);
     }
     if (error != nullptr) poison_writes(uses, count, error);
     if (step.ends_var) uses->var->error = nullptr;  // a graph variable's end: the next replay finds it clean (graph.h)
