@@ -228,7 +228,7 @@ class EngineCore final : public ExecutorHost {
   // Whether the op is stopped at the gate (op_gate.h), with its error set; on its scope's cancellation, recorded.
   [[nodiscard]] bool stopped(OpRecord* op) noexcept {
     const OpGate::Verdict verdict =
-        gate_.check(op->scope, !op->deletes_var && !op->internal, op->no_skip, op->error, op->uses, op->num_uses);
+        gate_.check(op->scope, !op->deletes_var && !op->internal, op->no_skip, &op->error, op->uses, op->num_uses);
     if (verdict.error == nullptr) [[likely]]
       return false;
     if (verdict.error != &op->error) op->error = *verdict.error;

@@ -141,7 +141,7 @@ void GraphRunner::execute(GraphOp* op, int worker, TaskList& ready) noexcept {
   const std::uint32_t num_uses = planned.uses.end - planned.uses.begin;
   ScopeState* const scope = scope_of(instance, planned);
   std::exception_ptr error;
-  const OpGate::Verdict verdict = core_.gate().check(scope, true, planned.no_skip, error, uses, num_uses);
+  const OpGate::Verdict verdict = core_.gate().check(scope, true, planned.no_skip, nullptr, uses, num_uses);
   if (verdict.error != nullptr) [[unlikely]] {
     error = *verdict.error;
     if (verdict.scope_cancelled) core_.errors().raise(error, planned.name_view(), instance->owner);
@@ -341,12 +341,11 @@ void GraphRunner::run_stream_graph(StreamGraph& graph, const RunContext& outer, 
       if (uses[i].access == Access::kWrite) core_.poison(uses[i].var, uses[i].tag, error, owner);
     }
   };
-  const std::exception_ptr none;
   if (outer.executor->stream_facet()->records_work()) {  // a stream graph's executor has the facet
     // The recorded work runs whole: an input error skips all of it.
     const std::vector<StreamGraph::Use>& uses = graph.uses();
     const auto count = static_cast<std::uint32_t>(uses.size());
-    const OpGate::Verdict verdict = core_.gate().check(nullptr, false, false, none, uses.data(), count);
+    const OpGate::Verdict verdict = core_.gate().check(nullptr, false, false, nullptr, uses.data(), count);
     if (verdict.error != nullptr) {
       poison_writes(uses.data(), uses.size(), *verdict.error);
     } else {
@@ -360,7 +359,7 @@ void GraphRunner::run_stream_graph(StreamGraph& graph, const RunContext& outer, 
     const StreamGraph::Use* uses = graph.step_uses(step);
     const std::uint32_t count = step.uses_end - step.uses_begin;
     std::exception_ptr error;
-    const OpGate::Verdict verdict = core_.gate().check(nullptr, false, step.no_skip, none, uses, count);
+    const OpGate::Verdict verdict = core_.gate().check(nullptr, false, step.no_skip, nullptr, uses, count);
     if (verdict.error != nullptr) {
       error = *verdict.error;  // skipped: passes the error on to what it mutates
     } else {

@@ -49,19 +49,21 @@ class OpGate {
   }
 
   // The verdict on an op of `scope` (null: none) that is `cancellable` (not a deletion or an internal op), `no_skip`
-  // or not, already carrying `own` (null: no error), about to run with the `count` inputs `uses`.
+  // or not, with the error it may already carry at `own` (null: an op that never carries one before it runs, a replayed
+  // op or a step; the test then folds away), about to run with the `count` inputs `uses`.
   template <class Use>
-  [[nodiscard]] Verdict check(ScopeState* scope, bool cancellable, bool no_skip, const std::exception_ptr& own,
+  [[nodiscard]] Verdict check(ScopeState* scope, bool cancellable, bool no_skip, const std::exception_ptr* own,
                               const Use* uses, std::uint32_t count) const noexcept {
+    const bool has_own = own != nullptr && *own != nullptr;
     // relaxed: see close().
     if ((scope != nullptr || cancelling_.load(std::memory_order_relaxed)) && cancellable) [[unlikely]] {
       // acquire: pairs with the release store of CancelScope::Cancel(), which wrote the scope's error first.
       if (scope != nullptr && scope->cancelled.load(std::memory_order_acquire)) {
-        return own != nullptr ? Verdict{&own, false} : Verdict{&scope->error, true};
+        return has_own ? Verdict{own, false} : Verdict{&scope->error, true};
       }
-      if (cancelling_.load(std::memory_order_relaxed)) return Verdict{own != nullptr ? &own : &teardown_error_, false};
+      if (cancelling_.load(std::memory_order_relaxed)) return Verdict{has_own ? own : &teardown_error_, false};
     }
-    if (own != nullptr) return Verdict{&own, false};
+    if (has_own) return Verdict{own, false};
     if (!no_skip) {
       const std::uint32_t failed = failed_input(uses, count);
       if (failed != count) [[unlikely]]
