@@ -42,7 +42,6 @@ class Diagnostics {
 
   [[nodiscard]] ErrorLog& errors() noexcept { return errors_; }
   [[nodiscard]] EngineTrace& trace() noexcept { return trace_; }
-  [[nodiscard]] const EngineTrace& trace() const noexcept { return trace_; }
 
   // Starts a trace DEPENGINE_TRACE names, and the stall watch unless reports are off (its reports to `stall_sink`, or
   // stderr if null).
