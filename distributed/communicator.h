@@ -60,9 +60,9 @@
 #include <cstring>
 #include <memory>
 
+#include <depengine/buffers/buffer.h>
 #include <depengine/engine/engine.h>
 #include <depengine/executors/mpi/mpi_executor.h>
-#include <depengine/memory/buffers/buffer.h>
 
 namespace depengine {
 

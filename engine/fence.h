@@ -18,7 +18,7 @@
 #include <string>
 
 #include <depengine/engine/errors.h>
-#include <depengine/engine/frontier/timeline.h>
+#include <depengine/frontier/timeline.h>
 
 namespace depengine {
 

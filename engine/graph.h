@@ -38,7 +38,7 @@
 // variable's real deletion, ordered after every replay. Every handle to it is dead from the captured deletion on,
 // outside the graph as inside it. So the objects the captured functions hold (made once, at capture) are released
 // once, after the last replay: Buffers allocated and freed inside a capture keep their blocks from the first replay
-// to the graph's end, and later replays do no pool work (memory/buffers/buffer.h). Deleting a variable made before
+// to the graph's end, and later replays do no pool work (buffers/buffer.h). Deleting a variable made before
 // the capture inside it is an Error (every replay would delete it again).
 //
 // Cancel scopes. An op captured with PushOptions::scope belongs to that scope in every replay that names no scope of

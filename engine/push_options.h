@@ -26,7 +26,7 @@
 #include <depengine/engine/executor_id.h>
 #include <depengine/engine/fence.h>
 #include <depengine/engine/op_name.h>
-#include <depengine/engine/vocabulary/vocabulary.h>
+#include <depengine/frontier/vocabulary.h>
 
 namespace depengine {
 

@@ -3,7 +3,7 @@
 //
 // Users read these in the functions they push (engine.h: Push passes a RunContext to fn(const RunContext&); PushAsync
 // adds a Completion); the engine builds them (engine/detail/) for pushed, replayed and stream ops alike, and backends
-// above the engine read RunContext::stream and RunContext::waits (memory/buffers/, distributed/).
+// above the engine read RunContext::stream and RunContext::waits (buffers/, distributed/).
 //
 // Contract:
 // - A RunContext is built by the thread that runs the op, on its stack, and is valid only during the call of the
@@ -29,7 +29,7 @@
 
 #include <depengine/engine/cancel_scope.h>
 #include <depengine/engine/var.h>
-#include <depengine/engine/vocabulary/vocabulary.h>
+#include <depengine/frontier/vocabulary.h>
 
 namespace depengine {
 
@@ -57,7 +57,7 @@ struct RunContext {
   const StreamPlacement* stream = nullptr;
   // For an op of a stream executor: its wait frontier, the signals of the ops it depends on (its stream waits for
   // them, or already follows them, before the work enqueued now). What a deletion hands a memory pool as the death
-  // frontier of a block (memory/buffers/buffer.h). For a pushed op of a CPU executor on an engine with a stream
+  // frontier of a block (buffers/buffer.h). For a pushed op of a CPU executor on an engine with a stream
   // executor: the same signals, every one of them completed before the op started (what it knows has happened, which
   // a message may carry to another process: distributed/communicator.h), or null if a stream it waited for failed; an
   // async op must not read it once it has handed its Completion to anyone (a completion with learned entries reuses

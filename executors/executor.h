@@ -33,9 +33,9 @@
 #include <string_view>
 #include <utility>
 
-#include <depengine/engine/frontier/frontier.h>
-#include <depengine/engine/frontier/tracker.h>
-#include <depengine/engine/vocabulary/vocabulary.h>
+#include <depengine/frontier/frontier.h>
+#include <depengine/frontier/tracker.h>
+#include <depengine/frontier/vocabulary.h>
 #include <depengine/support/intrusive_list.h>
 
 namespace depengine {

@@ -4,7 +4,7 @@
 // allocator) is one small subclass and the pool's reuse logic stays the same.
 //
 // Used by MemoryPool, which owns its source (a std::unique_ptr handed to its constructor), and built by Buffers
-// (memory/buffers/buffer.cpp: one host pool, and one pool per device of the stream executor) or by a user who makes a
+// (buffers/buffer.cpp: one host pool, and one pool per device of the stream executor) or by a user who makes a
 // MemoryPool of their own.
 //
 // Contract:

@@ -16,7 +16,7 @@
 //      releases or completions and tries again (the engine does this as a pending op, not a blocked thread).
 // A request larger than the limit throws std::length_error at once.
 //
-// Reservations (bounded pools under an engine, memory/buffers/buffer.h). reserve(bytes, alignment, waiter) is the
+// Reservations (bounded pools under an engine, buffers/buffer.h). reserve(bytes, alignment, waiter) is the
 // host-side, asynchronous form for a holder whose stream is not known yet: it takes a free block of the size class
 // whatever its death frontier (handing that frontier to the waiter, whose stream must wait for it before touching the
 // block), preferring one the tracker shows complete; else a fresh block within the limit, trimming free blocks of other
@@ -64,9 +64,9 @@
 #include <string>
 #include <vector>
 
-#include <depengine/engine/frontier/frontier.h>
-#include <depengine/engine/frontier/tracker.h>
-#include <depengine/engine/vocabulary/vocabulary.h>
+#include <depengine/frontier/frontier.h>
+#include <depengine/frontier/tracker.h>
+#include <depengine/frontier/vocabulary.h>
 #include <depengine/memory/block_source.h>
 
 namespace depengine {

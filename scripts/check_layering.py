@@ -3,7 +3,7 @@
 
     scripts/check_layering.py [ROOT]
 
-ROOT defaults to the repository. Every file of the library folders below (support/, engine/, executors/, memory/)
+ROOT defaults to the repository. Every file of the library folders (LIBRARY_ROOTS, bottom-up: support/ to distributed/)
 may include files of its own layer and of the layers LAYERS lists for it, nothing else of ours; a `detail/` folder
 belongs to the layer of its parent. examples/, bench/ and test/ sit above everything and are not checked. A library
 folder with sources that the table does not place is an error too, so a new folder must be given its layer here.
@@ -20,27 +20,36 @@ import sys
 # Each layer and the layers below it that its files may include, lowest first.
 LAYERS = {
     "support": [],
-    "engine/frontier": ["support"],
-    "engine/vocabulary": ["engine/frontier", "support"],
-    "engine/var_queue": ["engine/vocabulary", "engine/frontier", "support"],
-    "executors": ["engine/vocabulary", "engine/frontier", "support"],
-    "executors/threadpool": ["executors", "engine/vocabulary", "engine/frontier", "support"],
-    "executors/stream": ["executors", "engine/vocabulary", "engine/frontier", "support"],
-    "executors/host_stream": ["executors/stream", "executors", "engine/vocabulary", "engine/frontier", "support"],
-    "executors/cuda_stream": ["executors/stream", "executors", "engine/vocabulary", "engine/frontier", "support"],
-    "executors/hip_stream": ["executors/stream", "executors", "engine/vocabulary", "engine/frontier", "support"],
-    "executors/mpi": ["executors", "engine/vocabulary", "engine/frontier", "support"],
-    "memory": ["executors/stream", "engine/vocabulary", "engine/frontier", "support"],
-    "engine": ["engine/var_queue", "executors", "engine/vocabulary", "engine/frontier", "support"],
-    "memory/buffers": ["engine", "memory", "executors/stream", "executors", "engine/var_queue", "engine/vocabulary",
-                       "engine/frontier", "support"],
-    "distributed": ["memory/buffers", "engine", "memory", "executors/mpi", "executors/stream", "executors",
-                    "engine/var_queue", "engine/vocabulary", "engine/frontier", "support"],
+    "frontier": ["support"],
+    "executors": ["frontier", "support"],
+    "executors/threadpool": ["executors", "frontier", "support"],
+    "executors/stream": ["executors", "frontier", "support"],
+    "executors/host_stream": ["executors/stream", "executors", "frontier", "support"],
+    "executors/cuda_stream": ["executors/stream", "executors", "frontier", "support"],
+    "executors/hip_stream": ["executors/stream", "executors", "frontier", "support"],
+    "executors/mpi": ["executors", "frontier", "support"],
+    "memory": ["executors/stream", "frontier", "support"],
+    "engine/var_queue": ["frontier", "support"],
+    "engine": ["engine/var_queue", "executors", "frontier", "support"],
+    "buffers": ["engine", "memory", "executors/stream", "executors", "engine/var_queue", "frontier", "support"],
+    "distributed": ["buffers", "engine", "memory", "executors/mpi", "executors/stream", "executors", "engine/var_queue",
+                    "frontier", "support"],
 }
-LIBRARY_ROOTS = ("support", "engine", "executors", "memory", "distributed")
+LIBRARY_ROOTS = ("support", "frontier", "executors", "memory", "engine", "buffers", "distributed")
 SOURCE_SUFFIXES = {".h", ".cpp", ".cu", ".hip"}
 # An include of ours: by its path from the repository root, quoted, or through the project's name, as installed.
 INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<depengine/([^>]+)>)')
+# Deprecated forwarding headers (CHANGELOG.md): each keeps an old path compiling for one release by including the
+# header that moved, and includes nothing else. They belong to no layer.
+FORWARDING = {
+    "engine/frontier/axis.h": "frontier/axis.h",
+    "engine/frontier/frontier.h": "frontier/frontier.h",
+    "engine/frontier/frontier_entry.h": "frontier/frontier_entry.h",
+    "engine/frontier/timeline.h": "frontier/timeline.h",
+    "engine/frontier/tracker.h": "frontier/tracker.h",
+    "engine/vocabulary/vocabulary.h": "frontier/vocabulary.h",
+    "memory/buffers/buffer.h": "buffers/buffer.h",
+}
 LIBRARY = re.compile(r"depengine_library\(([^)]*)\)", re.S)
 
 
@@ -48,6 +57,14 @@ def layer_of(folder: str):
     """The layer of a folder: the folder itself, with detail/ folders taken as their parent, if LAYERS has it."""
     key = "/".join(p for p in folder.split("/") if p != "detail")
     return key if key in LAYERS else None
+
+
+def check_forwarding(rel: str, path: pathlib.Path):
+    """A forwarding header includes exactly the header that moved."""
+    includes = [m.group(1) or m.group(2) for m in map(INCLUDE.match, path.read_text().splitlines()) if m]
+    if includes != [FORWARDING[rel]]:
+        return [f"{rel}: a forwarding header must include {FORWARDING[rel]} and nothing else (it includes {includes})"]
+    return []
 
 
 def check(root: pathlib.Path):
@@ -58,6 +75,9 @@ def check(root: pathlib.Path):
             if path.suffix not in SOURCE_SUFFIXES or not path.is_file():
                 continue
             rel = path.relative_to(root).as_posix()
+            if rel in FORWARDING:
+                violations += check_forwarding(rel, path)
+                continue
             folder = rel.rsplit("/", 1)[0]
             layer = layer_of(folder)
             if layer is None:

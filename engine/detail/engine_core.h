@@ -58,8 +58,8 @@
 #include <depengine/engine/detail/running.h>
 #include <depengine/engine/detail/var_table.h>
 #include <depengine/engine/engine.h>
-#include <depengine/engine/frontier/tracker.h>
 #include <depengine/executors/inline_executor.h>
+#include <depengine/frontier/tracker.h>
 #include <depengine/support/cache_line.h>
 
 namespace depengine::detail {

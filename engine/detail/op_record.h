@@ -26,10 +26,10 @@
 #include <depengine/engine/cancel_scope.h>
 #include <depengine/engine/detail/op_function.h>
 #include <depengine/engine/fence.h>
-#include <depengine/engine/frontier/timeline.h>
 #include <depengine/engine/op_name.h>
 #include <depengine/engine/var_queue/op_node.h>
 #include <depengine/executors/executor.h>
+#include <depengine/frontier/timeline.h>
 #include <depengine/support/cache_line.h>
 
 namespace depengine::detail {

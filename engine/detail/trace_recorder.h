@@ -42,8 +42,8 @@
 #include <string_view>
 #include <vector>
 
-#include <depengine/engine/frontier/axis.h>
 #include <depengine/executors/executor.h>
+#include <depengine/frontier/axis.h>
 
 namespace depengine::detail {
 

@@ -106,9 +106,9 @@
 #include <memory>
 #include <mutex>
 
-#include <depengine/engine/frontier/frontier.h>
 #include <depengine/engine/var_queue/op_node.h>
-#include <depengine/engine/vocabulary/vocabulary.h>
+#include <depengine/frontier/frontier.h>
+#include <depengine/frontier/vocabulary.h>
 #include <depengine/support/cache_line.h>
 #include <depengine/support/prefetch.h>
 #include <depengine/support/spinlock.h>

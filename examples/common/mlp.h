@@ -1,5 +1,5 @@
 // A multilayer perceptron as engine ops: what the training-loop and gradient-aggregation examples push. Every weight,
-// gradient, activation and batch is a Buffer (memory/buffers/buffer.h), so one model runs on a CPU executor (host
+// gradient, activation and batch is a Buffer (buffers/buffer.h), so one model runs on a CPU executor (host
 // memory, the arithmetic in the op itself), on host streams (the arithmetic launched as host work on the op's stream)
 // and on CUDA streams (kernels on the op's stream), with the same ops and the same variables.
 //
@@ -17,9 +17,9 @@
 #include <cstdint>
 #include <vector>
 
+#include <depengine/buffers/buffer.h>
 #include <depengine/engine/engine.h>
 #include <depengine/executors/stream/stream_backend.h>
-#include <depengine/memory/buffers/buffer.h>
 
 namespace depengine::examples {
 

@@ -27,11 +27,11 @@
 #include <thread>
 #include <vector>
 
+#include <depengine/buffers/buffer.h>
 #include <depengine/distributed/communicator.h>
 #include <depengine/engine/engine.h>
 #include <depengine/executors/mpi/mpi_executor.h>
 #include <depengine/executors/threadpool/threadpool_executor.h>
-#include <depengine/memory/buffers/buffer.h>
 
 #include "examples/common/dense_kernels.h"
 #include "examples/common/mlp.h"

@@ -34,11 +34,11 @@
 #include <string>
 #include <vector>
 
+#include <depengine/buffers/buffer.h>
 #include <depengine/engine/engine.h>
 #include <depengine/executors/host_stream/host_stream_backend.h>
 #include <depengine/executors/stream/stream_executor.h>
 #include <depengine/executors/threadpool/threadpool_executor.h>
-#include <depengine/memory/buffers/buffer.h>
 
 #include "examples/common/arguments.h"
 #include "examples/common/dense_kernels.h"

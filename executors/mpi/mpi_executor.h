@@ -51,9 +51,9 @@
 #include <thread>
 #include <vector>
 
-#include <depengine/engine/frontier/axis.h>
 #include <depengine/executors/executor.h>
 #include <depengine/executors/mpi/rank_error.h>
+#include <depengine/frontier/axis.h>
 #include <depengine/support/small_function.h>
 
 namespace depengine {

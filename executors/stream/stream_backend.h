@@ -70,7 +70,7 @@
 #include <string_view>
 #include <utility>
 
-#include <depengine/engine/vocabulary/vocabulary.h>
+#include <depengine/frontier/vocabulary.h>
 
 namespace depengine {
 

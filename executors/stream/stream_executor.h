@@ -88,11 +88,11 @@
 #include <string_view>
 #include <vector>
 
-#include <depengine/engine/frontier/axis.h>
-#include <depengine/engine/frontier/frontier.h>
 #include <depengine/executors/executor.h>
 #include <depengine/executors/ready_queue.h>
 #include <depengine/executors/stream/stream_backend.h>
+#include <depengine/frontier/axis.h>
+#include <depengine/frontier/frontier.h>
 
 namespace depengine {
 

@@ -17,11 +17,11 @@
 #include <thread>
 #include <vector>
 
+#include <depengine/buffers/buffer.h>
 #include <depengine/distributed/communicator.h>
 #include <depengine/distributed/remote_error.h>
 #include <depengine/engine/engine.h>
 #include <depengine/executors/mpi/mpi_executor.h>
-#include <depengine/memory/buffers/buffer.h>
 
 #include "test/executors/mpi/mpi_test_support.h"
 #include "test/test_support.h"

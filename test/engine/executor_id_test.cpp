@@ -7,13 +7,13 @@
 #include <stdexcept>
 #include <utility>
 
+#include <depengine/buffers/buffer.h>
 #include <depengine/engine/engine.h>
 #include <depengine/engine/executor_id.h>
 #include <depengine/executors/host_stream/host_stream_backend.h>
 #include <depengine/executors/inline_executor.h>
 #include <depengine/executors/stream/stream_executor.h>
 #include <depengine/executors/threadpool/threadpool_executor.h>
-#include <depengine/memory/buffers/buffer.h>
 
 #include "test/test_support.h"
 
@@ -48,7 +48,7 @@ static_assert(requires(const Engine& engine, ExecutorId<StreamExecutor> id) {
 static_assert(ReachesAs<ExecutorId<ThreadPoolExecutor>, ThreadPoolExecutor>);
 static_assert(!ReachesAs<ExecutorId<ThreadPoolExecutor>, StreamExecutor>);
 static_assert(!ReachesAs<ExecutorId<Executor>, StreamExecutor>);
-// An id goes where an index went: a context, Buffers (whose use is tested in test/memory/buffers/buffer_test.cpp).
+// An id goes where an index went: a context, Buffers (whose use is tested in test/buffers/buffer_test.cpp).
 static_assert(std::convertible_to<ExecutorId<StreamExecutor>, ExecutorRef>);
 static_assert(std::constructible_from<Buffers, Engine&, ExecutorId<StreamExecutor>>);
 

@@ -25,7 +25,7 @@
 
 #include <depengine/engine/engine.h>
 #include <depengine/engine/fence.h>
-#include <depengine/engine/frontier/timeline.h>
+#include <depengine/frontier/timeline.h>
 
 #include "test/engine/test_support.h"
 #include "test/executors/executor_factories.h"

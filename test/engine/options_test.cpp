@@ -8,11 +8,11 @@
 #include <chrono>
 
 #include <depengine/engine/engine.h>
-#include <depengine/engine/frontier/timeline.h>
-#include <depengine/engine/frontier/tracker.h>
 #include <depengine/executors/host_stream/host_stream_backend.h>
 #include <depengine/executors/stream/stream_executor.h>
 #include <depengine/executors/threadpool/threadpool_executor.h>
+#include <depengine/frontier/timeline.h>
+#include <depengine/frontier/tracker.h>
 #include <depengine/memory/memory_pool.h>
 
 namespace depengine::test {

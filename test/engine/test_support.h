@@ -27,7 +27,7 @@
 
 #include <depengine/engine/engine.h>
 #include <depengine/engine/fence.h>
-#include <depengine/engine/frontier/timeline.h>
+#include <depengine/frontier/timeline.h>
 
 #include "test/test_support.h"
 

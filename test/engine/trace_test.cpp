@@ -16,7 +16,7 @@
 #include <vector>
 
 #include <depengine/engine/engine.h>
-#include <depengine/engine/frontier/timeline.h>
+#include <depengine/frontier/timeline.h>
 
 #include "test/engine/test_support.h"
 #include "test/engine/trace_file.h"

@@ -33,10 +33,10 @@
 #include <vector>
 
 #include <depengine/engine/engine.h>
-#include <depengine/engine/frontier/timeline.h>
 #include <depengine/executors/cuda_stream/cuda_stream_backend.h>
 #include <depengine/executors/stream/stream_executor.h>
 #include <depengine/executors/threadpool/threadpool_executor.h>
+#include <depengine/frontier/timeline.h>
 
 #include "bench/common/report.h"
 #include "bench/executors/cuda_stream/bump_kernel.h"

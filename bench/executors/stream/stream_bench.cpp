@@ -71,11 +71,11 @@
 #include <vector>
 
 #include <depengine/engine/engine.h>
-#include <depengine/engine/frontier/timeline.h>
 #include <depengine/executors/host_stream/host_stream_backend.h>
 #include <depengine/executors/host_stream/host_task.h>
 #include <depengine/executors/stream/stream_executor.h>
 #include <depengine/executors/threadpool/threadpool_executor.h>
+#include <depengine/frontier/timeline.h>
 
 #include "bench/common/report.h"
 

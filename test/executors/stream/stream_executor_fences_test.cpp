@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <vector>
 
-#include <depengine/engine/frontier/timeline.h>
+#include <depengine/frontier/timeline.h>
 
 #include "test/executors/stream/stream_executor_support.h"
 
