@@ -110,7 +110,8 @@ def snippets_of(path, display):
                 i += 1
             i += 1  # the closing -->
         if i >= len(lines) or not re.match(r"^\s*```\s*(cpp|c\+\+)\s*$", lines[i]):
-            errors.append(f"{display}:{marker_line}: a snippet marker must be followed, on the next line, by a ```cpp block")
+            errors.append(
+                f"{display}:{marker_line}: a snippet marker must be followed, on the next line, by a ```cpp block")
             continue
         first_line = i + 2
         body = []
