@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
-"""Compiles the C++ snippets of the project's Markdown files that are marked as compiled, so that a guide whose code
-no longer builds against the headers fails the tests (`ctest -R snippets`) instead of misleading its reader.
+"""Compiles the C++ snippets of the project's Markdown files that are marked as compiled, and runs the marked Python
+ones, so that a guide whose code no longer builds against the headers (or no longer runs against the module) fails the
+tests (`ctest -R snippets`) instead of misleading its reader.
 
-    scripts/check_snippets.py [--have FEATURE]... [--jobs N] ROOT -- COMPILER [FLAG]...
+    scripts/check_snippets.py [--have FEATURE]... [--python EXE] [--jobs N] ROOT -- COMPILER [FLAG]...
 
 A snippet is marked by an HTML comment (invisible on the rendered page) on the line right before its ```cpp fence:
 
@@ -14,12 +15,14 @@ A snippet is marked by an HTML comment (invisible on the rendered page) on the l
     #include <depengine/engine/engine.h> what the shown code takes from its context (an engine, a function it calls),
     extern depengine::Engine engine;     declared rather than shown
     -->
+    <!-- snippet requires=python -->     before a ```python block: run by --python EXE when --have python is given
+                                         (ctest gives it a PYTHONPATH where the build's module is)
 
-Each snippet is compiled on its own with COMPILER FLAG... -fsyntax-only (parsed and its templates instantiated, not
+Each C++ snippet is compiled on its own with COMPILER FLAG... -fsyntax-only (parsed and its templates instantiated, not
 code-generated), with #line directives so that an error names the Markdown file and line. ROOT is a folder (its
 Markdown files, less build output, hidden folders and the fixtures) or one Markdown file. Prints each snippet that
-fails as FILE:LINE: the snippet does not compile, with the compiler's messages, then a count; exits 1 if any failed
-or if a marker is not followed by a ```cpp block.
+fails as FILE:LINE: the snippet does not compile (or run), with the compiler's (or Python's) messages, then a count;
+exits 1 if any failed or if a marker is not followed by a ```cpp or ```python block.
 """
 import argparse
 import concurrent.futures
@@ -36,13 +39,14 @@ INCLUDE = re.compile(r"^\s*#\s*include\b")
 
 
 class Snippet:
-    def __init__(self, path, marker_line, options, prelude, first_line, body):
+    def __init__(self, path, marker_line, options, prelude, first_line, body, language):
         self.path = path
         self.marker_line = marker_line  # 1-based line of the <!-- snippet marker
         self.options = options  # the words after "snippet": "file", "requires=X"
         self.prelude = prelude  # [(line number, text)]
         self.first_line = first_line  # 1-based line of the block's first code line
         self.body = body  # [text]
+        self.language = language  # "cpp" or "python"
 
     def requires(self):
         return [o.split("=", 1)[1] for o in self.options if o.startswith("requires=")]
@@ -109,10 +113,12 @@ def snippets_of(path, display):
                 prelude.append((i + 1, lines[i]))
                 i += 1
             i += 1  # the closing -->
-        if i >= len(lines) or not re.match(r"^\s*```\s*(cpp|c\+\+)\s*$", lines[i]):
+        fence = re.match(r"^\s*```\s*(cpp|c\+\+|python)\s*$", lines[i]) if i < len(lines) else None
+        if fence is None:
             errors.append(
-                f"{display}:{marker_line}: a snippet marker must be followed, on the next line, by a ```cpp block")
+                f"{display}:{marker_line}: a snippet marker must be followed, on the next line, by a ```cpp or ```python block")
             continue
+        language = "python" if fence.group(1) == "python" else "cpp"
         first_line = i + 2
         body = []
         i += 1
@@ -122,12 +128,21 @@ def snippets_of(path, display):
         if i >= len(lines):
             errors.append(f"{display}:{marker_line}: the snippet's ```cpp block is not closed")
             break
-        found.append(Snippet(display, marker_line, words, prelude, first_line, body))
+        found.append(Snippet(display, marker_line, words, prelude, first_line, body, language))
         i += 1
     return found, errors
 
 
-def compile_one(snippet, command, folder, index):
+def check_one(snippet, command, python, folder, index):
+    """(passed, output) of compiling a C++ snippet, or of running a Python one (its lines padded so that a traceback
+    names the Markdown file's line)."""
+    if snippet.language == "python":
+        source = os.path.join(folder, f"snippet_{index}.py")
+        with open(source, "w", encoding="utf-8") as f:
+            f.write("\n" * (snippet.first_line - 1) + "\n".join(snippet.body) + "\n")
+        result = subprocess.run([python, source], capture_output=True, text=True, timeout=120)
+        output = (result.stdout + result.stderr).replace(source, snippet.path).strip()
+        return result.returncode == 0, output
     source = os.path.join(folder, f"snippet_{index}.cpp")
     with open(source, "w", encoding="utf-8") as f:
         f.write(snippet.source())
@@ -143,6 +158,7 @@ def main():
     parser = argparse.ArgumentParser(description="Compiles the marked C++ snippets of Markdown files.")
     parser.add_argument("root")
     parser.add_argument("--have", action="append", default=[], help="a feature the build has (mpi)")
+    parser.add_argument("--python", default=sys.executable, help="the interpreter that runs Python snippets")
     parser.add_argument("--jobs", type=int, default=2)
     args = parser.parse_args(argv[:split])
     command = argv[split + 1:]
@@ -162,14 +178,16 @@ def main():
     failed = 0
     with tempfile.TemporaryDirectory(prefix="depengine_snippets_") as folder:
         with concurrent.futures.ThreadPoolExecutor(max_workers=max(1, args.jobs)) as pool:
-            results = list(pool.map(lambda pair: compile_one(pair[1], command, folder, pair[0]), enumerate(runnable)))
+            results = list(pool.map(lambda pair: check_one(pair[1], command, args.python, folder, pair[0]),
+                                    enumerate(runnable)))
     for snippet, (ok, output) in zip(runnable, results):
         if not ok:
             failed += 1
-            print(f"{snippet.path}:{snippet.marker_line}: the snippet does not compile:\n{output}\n")
+            verb = "does not run" if snippet.language == "python" else "does not compile"
+            print(f"{snippet.path}:{snippet.marker_line}: the snippet {verb}:\n{output}\n")
     for error in errors:
         print(error)
-    print(f"snippets: {failed} of {len(runnable)} failed to compile, {skipped} skipped (requires), "
+    print(f"snippets: {failed} of {len(runnable)} failed, {skipped} skipped (requires), "
           f"{len(errors)} bad marker(s)")
     if not snippets and not errors:
         print("snippets: no marked snippet found: nothing was checked")
