@@ -81,6 +81,7 @@ class Buffer {
  public:
   Buffer() = default;  // a null buffer
 
+  // The buffer's variable: name it in the reads or mutates of every op that uses the block.
   [[nodiscard]] Var var() const noexcept { return var_; }
   // The block: read it inside an op that uses var() (when it runs, or is issued), pushed after allocate() and before
   // deallocate(), and hand the pointer to the device work the op enqueues. Null if the allocation failed (the
@@ -94,6 +95,7 @@ class Buffer {
     void* data = state_->data.load(std::memory_order_acquire);
     return data != nullptr || state_->on_use == nullptr ? data : state_->take_on_use();
   }
+  // The block's size in bytes (its size class) and the device it is on; 0 for a null buffer.
   [[nodiscard]] std::size_t bytes() const noexcept { return state_ != nullptr ? state_->bytes : 0; }
   [[nodiscard]] std::uint32_t device() const noexcept { return state_ != nullptr ? state_->device : 0; }
 

@@ -93,6 +93,7 @@ template <class T>
 // owns, or a Buffer's block (from Buffers on a CPU executor or on host streams: MPI is handed host memory only).
 class HostRegion {
  public:
+  // Memory the caller owns: `bytes` at `data`, ordered by `var`. The const form is for what Send reads.
   HostRegion(Var var, void* data, std::size_t bytes) : var_(var), data_(data), bytes_(bytes) {}
   HostRegion(Var var, const void* data, std::size_t bytes)  // what Send reads
       : var_(var), data_(const_cast<void*>(data)), bytes_(bytes) {}
@@ -105,6 +106,7 @@ class HostRegion {
     }
   }
 
+  // The variable that orders the region's users, and the region's size in bytes.
   [[nodiscard]] Var var() const noexcept { return var_; }
   [[nodiscard]] std::size_t bytes() const noexcept { return bytes_; }
   // The memory: only inside an op that uses var() (a Buffer's block is known, or taken, then: Buffer::data()).
@@ -127,6 +129,7 @@ class Communicator {
   // The communicator of engine.executor(executor) (its ExecutorId or index), which must be an MpiExecutor (else Error).
   Communicator(Engine& engine, ExecutorRef executor);
 
+  // This process's rank and the communicator's size (MPI_Comm_rank, MPI_Comm_size), and the executor it runs on.
   [[nodiscard]] int rank() const noexcept { return mpi_->rank(); }
   [[nodiscard]] int size() const noexcept { return mpi_->size(); }
   [[nodiscard]] MpiExecutor& executor() const noexcept { return *mpi_; }

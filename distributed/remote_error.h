@@ -11,6 +11,7 @@ namespace depengine {
 // error that already came from another rank keeps naming that rank as it flows on through later communication.
 class RemoteError : public std::runtime_error {
  public:
+  // The error of rank `rank`, whose own error's text was `message`.
   RemoteError(int rank, std::string message)
       : std::runtime_error("rank " + std::to_string(rank) + ": " + message),
         rank_(rank),

@@ -82,6 +82,7 @@ class CancelScope {
  public:
   CancelScope();
   ~CancelScope() { detail::ScopeState::release(state_); }
+  // Copies share the scope: cancelling one cancels them all (a handle, as shared_ptr).
   CancelScope(const CancelScope& other) noexcept : state_(other.state_) {
     // relaxed: a new reference from an existing one, as shared_ptr's copy.
     state_->refs.fetch_add(1, std::memory_order_relaxed);
@@ -94,6 +95,7 @@ class CancelScope {
 
   // Cancels the scope's ops that have not started (see above). Throws nothing but std::bad_alloc (making its error).
   void Cancel();
+  // Whether Cancel() has been called on the scope (by any of its copies).
   [[nodiscard]] bool cancelled() const noexcept {
     // acquire: pairs with the release store in Cancel(), so the scope's error is visible once this reads true.
     return state_->cancelled.load(std::memory_order_acquire);

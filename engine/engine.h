@@ -218,6 +218,7 @@ class Engine {
     check_not_empty(deleter, "DeleteVariable");
     delete_variable(var, detail::OpFunction::make<false>(std::forward<F>(deleter)), options);
   }
+  // DeleteVariable with a deleter that does nothing: ends the variable after every op pushed on it.
   void DeleteVariable(Var var) {
     DeleteVariable(var, [] {});
   }

@@ -35,6 +35,7 @@ template <class Signature>
 class EngineHook {
  public:
   EngineHook() = default;  // an empty hook: nothing to cancel
+  // Moving hands the registration over; assigning cancels the hook assigned to first.
   EngineHook(EngineHook&&) noexcept = default;
   EngineHook& operator=(EngineHook&& other) noexcept {
     if (this != &other) {
@@ -72,6 +73,7 @@ class EngineHook {
   std::shared_ptr<State> state_;
 };
 
+// The handles Engine::AtShutdown and Engine::AtReport return.
 using ShutdownHook = EngineHook<void()>;
 using ReportHook = EngineHook<std::string()>;
 

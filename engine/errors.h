@@ -27,11 +27,13 @@ class Cancelled : public Error {
 // An op's error that the engine stops keeping although no wait rethrew it (engine.h, "Errors"): a WaitForAll cleared
 // it while rethrowing another error, or the engine was destroyed. EngineOptions::error_sink receives each one, once.
 struct UnreportedError {
+  // Why the engine stopped keeping the error.
   enum class When { kClearedByWaitForAll, kAtShutdown };
 
   std::string_view op;       // the name of the op that raised it; empty when it had none
   std::exception_ptr error;  // the op's own exception
   std::string_view what;     // its what(), or a note saying it is not a std::exception
+  // Why the engine stopped keeping it: a WaitForAll cleared it, or the engine was destroyed.
   When when;
 };
 

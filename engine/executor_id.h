@@ -56,6 +56,7 @@ class ExecutorRef {
 
   // NOLINTNEXTLINE(google-explicit-constructor): reads as the index it was, for code that indexes with it.
   constexpr operator std::uint32_t() const noexcept { return index_; }
+  // The executor's index in EngineOptions::executors.
   [[nodiscard]] constexpr std::uint32_t index() const noexcept { return index_; }
   // The serial of the EngineOptions that issued the id it came from; 0 for a plain index (which no engine checks).
   [[nodiscard]] constexpr std::uint32_t options() const noexcept { return options_; }
@@ -78,6 +79,7 @@ class ExecutorId {
   template <DerivedExecutorOf<E> D>
   constexpr ExecutorId(ExecutorId<D> other) noexcept : index_(other.index()), options_(other.options()) {}
 
+  // The executor's index in EngineOptions::executors, and the serial of the options that issued the id.
   [[nodiscard]] constexpr std::uint32_t index() const noexcept { return index_; }
   [[nodiscard]] constexpr std::uint32_t options() const noexcept { return options_; }
   friend constexpr bool operator==(ExecutorId, ExecutorId) noexcept = default;

@@ -22,18 +22,22 @@
 
 namespace depengine {
 
+// A point on a user timeline: reached when `timeline` has reached `value` (>=). A push borrows the timeline,
+// which must outlive the op.
 struct Fence {
-  Timeline* timeline = nullptr;
-  std::uint64_t value = 0;
+  Timeline* timeline = nullptr;  // the timeline; null is refused at the push
+  std::uint64_t value = 0;       // the value it must reach
 };
 
 // Up to kCapacity fences, stored inline (so PushOptions can be built once and reused, and a push copies no heap).
 // Building a list of more throws Error.
 class FenceList {
  public:
+  // The most fences one list holds.
   static constexpr std::size_t kCapacity = 4;
 
   FenceList() = default;
+  // The fences given; more than kCapacity throws Error.
   FenceList(std::initializer_list<Fence> fences) : FenceList(std::span<const Fence>(fences.begin(), fences.size())) {}
   FenceList(std::span<const Fence> fences) {  // NOLINT: implicit, like VarList
     if (fences.size() > kCapacity) {
@@ -43,6 +47,7 @@ class FenceList {
     for (const Fence& fence : fences) fences_[size_++] = fence;
   }
 
+  // The fences held, as a read-only range; clear() empties the list.
   [[nodiscard]] std::size_t size() const noexcept { return size_; }
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }
   [[nodiscard]] const Fence& operator[](std::size_t i) const noexcept { return fences_[i]; }

@@ -84,6 +84,7 @@ class GraphRunner;
 class Graph {
  public:
   Graph() noexcept;  // an empty graph: replaying it is an Error
+  // Moves the graph; the moved-from one is empty.
   Graph(Graph&&) noexcept;
   Graph& operator=(Graph&&) noexcept;  // deletes the variables this graph owned first
   Graph(const Graph&) = delete;

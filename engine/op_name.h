@@ -23,13 +23,16 @@ namespace depengine {
 
 class OpName {
  public:
+  // The longest name stored without allocating.
   static constexpr std::size_t kInlineChars = 40;
 
   OpName() = default;
+  // A copy of `name` (a null pointer is the empty name): on the heap only past kInlineChars.
   OpName(const char* name)
       : OpName(name != nullptr ? std::string_view(name) : std::string_view()) {}  // NOLINT: implicit by design
   OpName(const std::string& name) : OpName(std::string_view(name)) {}             // NOLINT
   OpName(std::string_view name) { assign(name); }                                 // NOLINT
+  // Copies and moves copy the characters (or take the heap copy).
   OpName(const OpName& other) { assign(other.view()); }
   OpName& operator=(const OpName& other) {
     if (this != &other) assign(other.view());
@@ -42,6 +45,7 @@ class OpName {
   }
   ~OpName() = default;
 
+  // The name, its emptiness and its length in characters.
   [[nodiscard]] std::string_view view() const noexcept { return {heap_ != nullptr ? heap_.get() : inline_, size_}; }
   operator std::string_view() const noexcept { return view(); }  // NOLINT: implicit by design
   [[nodiscard]] bool empty() const noexcept { return size_ == 0; }

@@ -35,8 +35,10 @@ namespace depengine {
 // and kind of stream. CPU executors ignore the placement fields. A push whose id another engine's options issued throws
 // Error.
 struct Context {
+  // The executor that runs the op.
   ExecutorRef executor = 0;
   std::uint32_t device = 0;  // a device index of the stream executor's backend
+  // The kind of stream, on a stream executor: compute, copy, or a collective channel.
   StreamKind stream_kind = StreamKind::kCompute;
   // A stream among the device's streams of that kind (0-based), or -1 to let the executor choose: it prefers a
   // stream whose last op the new op depends on anyway (no false serialisation), and among those the one that already
@@ -45,6 +47,7 @@ struct Context {
 };
 
 struct PushOptions {
+  // Where the op runs.
   Context context{};
   // A hint: among ops ready at the same time, a higher priority runs first. 0 is normal.
   std::int32_t priority = 0;

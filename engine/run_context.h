@@ -98,6 +98,7 @@ struct RunContext {
 // wait for ever.
 class Completion {
  public:
+  // Completes the op, without an error or with `error`: see above for what a second call does.
   void operator()() const { (*this)(std::exception_ptr{}); }
   void operator()(std::exception_ptr error) const;
   // Completes the op as above, and makes `learned` part of what it hands on: entries (axis, epoch) of timelines the

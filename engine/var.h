@@ -26,6 +26,7 @@ class Var {
  public:
   Var() = default;  // a null handle; any use of it is an Error
 
+  // Whether the handle is the null one (default-constructed).
   [[nodiscard]] bool is_null() const noexcept { return state_ == nullptr; }
   friend bool operator==(const Var&, const Var&) = default;
 
@@ -46,12 +47,14 @@ class Var {
 class VarList {
  public:
   VarList() = default;
+  // The variables of a braced list, a span, or a range convertible to one (a vector, an array).
   VarList(std::initializer_list<Var> vars) noexcept : vars_(vars.begin(), vars.size()) {}
   VarList(std::span<const Var> vars) noexcept : vars_(vars) {}  // NOLINT: implicit by design
   template <class Range>
   requires std::is_convertible_v<Range&&, std::span<const Var>> VarList(Range&& vars)
   noexcept : vars_(std::forward<Range>(vars)) {}  // NOLINT: vectors, arrays
 
+  // The variables, as a read-only range.
   [[nodiscard]] std::size_t size() const noexcept { return vars_.size(); }
   [[nodiscard]] auto begin() const noexcept { return vars_.begin(); }
   [[nodiscard]] auto end() const noexcept { return vars_.end(); }

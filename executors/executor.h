@@ -46,13 +46,16 @@ struct StreamPlacement;  // executors/stream/stream_executor.h: where a stream o
 // Device waits a stream executor has made so far: enqueued, and elided (implied by what the stream knew, or found
 // complete). Statistics: read while ops run, they may lag.
 struct DeviceWaits {
+  // Device waits enqueued on a stream.
   std::uint64_t issued = 0;
+  // Entries that needed no wait.
   std::uint64_t elided = 0;
 };
 
 // The part of an op that executors see: where it runs, how urgent it is, and a link for the executor's queues.
 class Task {
  public:
+  // The executor the op runs on.
   [[nodiscard]] Executor* executor() const noexcept { return executor_; }
   // A hint: higher runs earlier among ops that are ready at the same time. 0 is normal.
   [[nodiscard]] std::int32_t priority() const noexcept { return priority_; }
@@ -69,6 +72,7 @@ class Task {
 
  protected:
   Executor* executor_ = nullptr;  // not owned: the engine owns executors and outlives its ops
+  // What priority(), device(), stream() and stream_kind() return, set by the engine.
   std::int32_t priority_ = 0;
   std::uint32_t device_ = 0;
   std::int32_t stream_ = -1;

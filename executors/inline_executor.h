@@ -13,6 +13,7 @@
 
 namespace depengine {
 
+// Runs each op on the thread that makes it ready (see the file comment).
 class InlineExecutor final : public Executor {
  public:
   [[nodiscard]] std::string_view name() const noexcept override { return "inline"; }

@@ -24,8 +24,10 @@ namespace depengine {
 
 class ReadyQueue {
  public:
+  // Whether no task is queued.
   [[nodiscard]] bool empty() const noexcept { return fifo_.empty() && heap_.empty(); }
 
+  // Queues `task` in its place: by priority, then in submission order.
   void push(Task* task) noexcept {
     if (task->priority() == 0) {
       fifo_.push_back(task);

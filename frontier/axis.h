@@ -41,13 +41,17 @@ enum class AxisDomain : std::uint8_t {
   kHost = 2,        // a host thread or a thread pool
   kExternal = 3,    // a source outside the engine (an imported event, another process)
 };
+// The number of AxisDomain values.
 inline constexpr unsigned kAxisDomainCount = 4;
 
 // "queue", "collective", "host", "external", or "domain?" for a value outside the enumeration.
 [[nodiscard]] const char* domain_name(AxisDomain domain) noexcept;
 
+// An axis: a totally ordered source of epochs (a stream, a channel, a thread), named by 64 bits (see the
+// file comment).
 class Axis {
  public:
+  // Bits of the ordinal, and the largest ordinal.
   static constexpr unsigned kOrdinalBits = 40;
   static constexpr std::uint64_t kMaxOrdinal = (std::uint64_t{1} << kOrdinalBits) - 1;
 
@@ -73,6 +77,7 @@ class Axis {
                      std::uint64_t{static_cast<std::uint8_t>(domain)} << 40 | ordinal);
   }
 
+  // The whole 64 bits, and the incarnation and machine fields of them.
   [[nodiscard]] constexpr std::uint64_t bits() const noexcept { return bits_; }
   [[nodiscard]] constexpr std::uint8_t incarnation() const noexcept { return static_cast<std::uint8_t>(bits_ >> 56); }
   [[nodiscard]] constexpr std::uint8_t machine() const noexcept { return static_cast<std::uint8_t>(bits_ >> 48); }
@@ -101,6 +106,7 @@ std::ostream& operator<<(std::ostream& out, Axis axis);
 // is cheap to copy and needs no lifetime management.
 class AxisAllocator {
  public:
+  // An allocator of axes for `machine` (a process's rank) and `incarnation`.
   explicit AxisAllocator(std::uint8_t machine = 0, std::uint8_t incarnation = 0) noexcept
       : machine_(machine), incarnation_(incarnation) {}
 
@@ -108,6 +114,7 @@ class AxisAllocator {
   // domain and std::overflow_error once the domain's ordinals are spent (2^40 - 1 axes per domain per process).
   [[nodiscard]] Axis allocate(AxisDomain domain) const;
 
+  // The machine and incarnation of the axes it hands out.
   [[nodiscard]] std::uint8_t machine() const noexcept { return machine_; }
   [[nodiscard]] std::uint8_t incarnation() const noexcept { return incarnation_; }
 

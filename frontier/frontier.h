@@ -117,6 +117,7 @@ class KnowledgeFrontier : public detail::FrontierStorage<N> {
   // Marks the frontier as knowing less than happened (e.g. an import whose exact history is gone). Always safe.
   void mark_tainted() noexcept { this->tainted_ = true; }
 
+  // Forgets every entry and the taint.
   void clear() noexcept {
     this->count_ = 0;
     this->tainted_ = false;
@@ -185,6 +186,7 @@ class RequirementFrontier : public detail::FrontierStorage<N> {
   // Marks the requirement as incomplete: no frontier dominates it from now on. Always safe (only more conservative).
   void mark_tainted() noexcept { this->tainted_ = true; }
 
+  // Forgets every entry and the taint.
   void clear() noexcept {
     this->count_ = 0;
     this->tainted_ = false;
@@ -284,6 +286,7 @@ template <std::size_t N, std::size_t M>
   a.merge(b);
   return a;
 }
+// The same for requirements.
 template <std::size_t N, std::size_t M>
 [[nodiscard]] RequirementFrontier<N> merged(RequirementFrontier<N> a, const RequirementFrontier<M>& b) noexcept {
   a.merge(b);
@@ -295,6 +298,7 @@ template <std::size_t N, std::size_t M>
 [[nodiscard]] bool operator==(const KnowledgeFrontier<N>& a, const KnowledgeFrontier<M>& b) noexcept {
   return a.tainted() == b.tainted() && std::ranges::equal(a.entries(), b.entries());
 }
+// The same for requirements.
 template <std::size_t N, std::size_t M>
 [[nodiscard]] bool operator==(const RequirementFrontier<N>& a, const RequirementFrontier<M>& b) noexcept {
   return a.tainted() == b.tainted() && std::ranges::equal(a.entries(), b.entries());
@@ -310,14 +314,17 @@ template <std::size_t N>
 [[nodiscard]] std::string to_string(const KnowledgeFrontier<N>& f) {
   return "knowledge" + detail::format_frontier(f.entries(), f.tainted());
 }
+// The same for requirements.
 template <std::size_t N>
 [[nodiscard]] std::string to_string(const RequirementFrontier<N>& f) {
   return "requirement" + detail::format_frontier(f.entries(), f.tainted());
 }
+// Writes to_string(f).
 template <std::size_t N>
 std::ostream& operator<<(std::ostream& out, const KnowledgeFrontier<N>& f) {
   return out << to_string(f);
 }
+// Writes to_string(f).
 template <std::size_t N>
 std::ostream& operator<<(std::ostream& out, const RequirementFrontier<N>& f) {
   return out << to_string(f);

@@ -13,6 +13,7 @@ namespace depengine {
 // One (axis, epoch) pair: "everything on `axis` up to and including `epoch`". Epochs count from 1: an epoch of 0
 // would say nothing, so frontiers never store one. Default-initialised like an integer; aggregate-initialise it.
 struct FrontierEntry {
+  // The axis, and the epoch on it up to which everything happened (at least 1).
   Axis axis;
   std::uint64_t epoch;
 
@@ -29,6 +30,7 @@ static_assert(sizeof(FrontierEntry) == 16, "frontier entries are two words: the 
 //   kConcurrent: neither dominates the other
 enum class FrontierOrder : std::uint8_t { kEqual, kBefore, kAfter, kConcurrent };
 
+// "equal", "before", "after" or "concurrent".
 [[nodiscard]] constexpr const char* order_name(FrontierOrder order) noexcept {
   switch (order) {
     case FrontierOrder::kEqual:

@@ -115,7 +115,9 @@ struct TimelineOptions {
 // A signal that does not strictly increase the timeline's value. The message names the timeline and both values.
 class TimelineOrderError : public std::invalid_argument {
  public:
+  // The error of `requested` signalled on `timeline` while at `current` (`external`: by signal_external).
   TimelineOrderError(const std::string& timeline, std::uint64_t current, std::uint64_t requested, bool external);
+  // The timeline's value at the signal, and the value signalled.
   [[nodiscard]] std::uint64_t current() const noexcept { return current_; }
   [[nodiscard]] std::uint64_t requested() const noexcept { return requested_; }
 
@@ -124,6 +126,7 @@ class TimelineOrderError : public std::invalid_argument {
   std::uint64_t requested_;
 };
 
+// How a wait ended.
 enum class TimelineWaitStatus : std::uint8_t {
   kReached,   // the value was reached; knowledge() is the import
   kPromised,  // not reached, but promised to the waiter's owner; requirement() is what must complete first
@@ -134,19 +137,24 @@ enum class TimelineWaitStatus : std::uint8_t {
 // The outcome of a wait. Thread safety: a value; Cost: about 560 bytes (two frontiers), copied, never allocated.
 class [[nodiscard]] TimelineWaitResult {
  public:
+  // A wait that reached its value, importing `knowledge`.
   [[nodiscard]] static TimelineWaitResult reached(const TimelineFrontier& knowledge) noexcept {
     return TimelineWaitResult(TimelineWaitStatus::kReached, knowledge, {}, nullptr);
   }
+  // A wait answered by a promise: `requirement` must complete before the value is signalled.
   [[nodiscard]] static TimelineWaitResult promised(const TimelineRequirement& requirement) noexcept {
     return TimelineWaitResult(TimelineWaitStatus::kPromised, {}, requirement, nullptr);
   }
+  // A wait whose deadline passed.
   [[nodiscard]] static TimelineWaitResult timed_out() noexcept {
     return TimelineWaitResult(TimelineWaitStatus::kTimedOut, {}, {}, nullptr);
   }
+  // A wait on a failed timeline, with its failure.
   [[nodiscard]] static TimelineWaitResult failed(std::exception_ptr error) noexcept {
     return TimelineWaitResult(TimelineWaitStatus::kFailed, {}, {}, std::move(error));
   }
 
+  // How the wait ended, and a test for each ending.
   [[nodiscard]] TimelineWaitStatus status() const noexcept { return status_; }
   [[nodiscard]] bool is_reached() const noexcept { return status_ == TimelineWaitStatus::kReached; }
   [[nodiscard]] bool is_promised() const noexcept { return status_ == TimelineWaitStatus::kPromised; }
@@ -198,8 +206,10 @@ struct TimelineLink {
 // std::logic_error.
 class TimelineWaiter : private detail::TimelineLink {
  public:
+  // What the timeline calls once the wait ends: (the waiter, the result).
   using Callback = void (*)(TimelineWaiter& self, const TimelineWaitResult& result) noexcept;
 
+  // A waiter that calls `callback`; arm it with Timeline::wait_async.
   explicit TimelineWaiter(Callback callback) noexcept : callback_(callback) {}
   TimelineWaiter(const TimelineWaiter&) = delete;
   TimelineWaiter& operator=(const TimelineWaiter&) = delete;
@@ -223,6 +233,7 @@ class TimelineCallbackWaiter final : public TimelineWaiter {
                 "signalling thread, which has no one to hand an exception to");
 
  public:
+  // A waiter that calls `fn` (moved in).
   explicit TimelineCallbackWaiter(F fn) noexcept(std::is_nothrow_move_constructible_v<F>)
       : TimelineWaiter(&TimelineCallbackWaiter::trampoline), fn_(std::move(fn)) {}
 

@@ -76,6 +76,7 @@ struct TrackerOptions {
 // The error of waits that need an epoch a retired axis never completed.
 class AxisRetiredError : public std::runtime_error {
  public:
+  // The error of `axis`, retired at `final_epoch`; and those two back.
   AxisRetiredError(Axis axis, std::uint64_t final_epoch);
   [[nodiscard]] Axis axis() const noexcept { return axis_; }
   [[nodiscard]] std::uint64_t final_epoch() const noexcept { return final_epoch_; }
@@ -94,6 +95,7 @@ struct TrackerSlot;  // one axis's state (tracker.cpp)
 class TrackedAxis {
  public:
   TrackedAxis() = default;
+  // The axis, and whether the handle names one (a default-constructed handle does not).
   [[nodiscard]] Axis axis() const noexcept { return axis_; }
   [[nodiscard]] explicit operator bool() const noexcept { return slot_ != nullptr; }
 
@@ -117,8 +119,10 @@ class TrackedAxis {
 // Thread safety: one arming at a time (arming an armed waiter throws std::logic_error).
 class TrackerWaiter {
  public:
+  // What the tracker calls once the wait ends: (the waiter, null or a closed axis's error).
   using Callback = void (*)(TrackerWaiter& self, std::exception_ptr error) noexcept;
 
+  // A waiter that calls `callback`; arm it with Tracker::wait_async.
   explicit TrackerWaiter(Callback callback) noexcept : callback_(callback) {}
   TrackerWaiter(const TrackerWaiter&) = delete;
   TrackerWaiter& operator=(const TrackerWaiter&) = delete;
@@ -158,6 +162,7 @@ class TrackerCallbackWaiter final : public TrackerWaiter {
                 "it runs on the advancing thread, which has no one to hand an exception to");
 
  public:
+  // A waiter that calls `fn` (moved in).
   explicit TrackerCallbackWaiter(F fn) noexcept(std::is_nothrow_move_constructible_v<F>)
       : TrackerWaiter(&TrackerCallbackWaiter::trampoline), fn_(std::move(fn)) {}
 

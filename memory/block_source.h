@@ -51,6 +51,7 @@ class HostBlockSource final : public BlockSource {
 // simulation), which align to 256 bytes. The backend must outlive the source.
 class DeviceBlockSource final : public BlockSource {
  public:
+  // Blocks of `device` of `backend`.
   DeviceBlockSource(StreamBackend& backend, int device) noexcept : backend_(backend), device_(device) {}
   [[nodiscard]] void* allocate(std::size_t bytes, std::size_t alignment) override;
   void deallocate(void* block, std::size_t bytes, std::size_t alignment) noexcept override;

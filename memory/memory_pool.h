@@ -87,6 +87,7 @@ struct MemoryPoolOptions {
 
 // A block handed out by acquire(): give it back with release(). `bytes` is its size class, at least what was asked.
 struct PoolBlock {
+  // The block, and its size in bytes.
   void* data = nullptr;
   std::size_t bytes = 0;
 };
@@ -108,8 +109,11 @@ struct AcquireView {
 // pool's lock, and must not throw.
 class ReserveWaiter {
  public:
+  // What the pool calls once the reservation is served: (the waiter, the block, what its holder must wait for,
+  // or the error the source threw).
   using Callback = void (*)(ReserveWaiter& self, const PoolBlock& block, const DeathFrontier& death,
                             std::exception_ptr error) noexcept;
+  // A reservation that calls `callback`.
   explicit ReserveWaiter(Callback callback) noexcept : callback_(callback) {}
   ReserveWaiter(const ReserveWaiter&) = delete;
   ReserveWaiter& operator=(const ReserveWaiter&) = delete;
@@ -121,6 +125,7 @@ class ReserveWaiter {
   unsigned size_class_ = 0;
 };
 
+// What a pool did so far, and the bytes it holds (stats()).
 struct MemoryPoolStats {
   std::uint64_t reuse_dominated = 0;      // step 1: reused with no synchronisation
   std::uint64_t reuse_complete = 0;       // step 2
@@ -135,8 +140,10 @@ struct MemoryPoolStats {
   std::uint64_t settled_dominated = 0;    // settle(): blocks the stream follows (as step 1), swapped or reserved so
   std::uint64_t tainted_blocks = 0;       // held apart now, waiting for reclaim_tainted()
   std::size_t bytes_in_use = 0;           // handed out and not released
+  // The most bytes_in_use so far.
   std::size_t peak_bytes_in_use = 0;
   std::size_t bytes_held = 0;  // from the source: in use, free, and tainted
+  // The most bytes_held so far.
   std::size_t peak_bytes_held = 0;
 };
 
@@ -144,6 +151,7 @@ class MemoryPool {
  public:
   static constexpr unsigned kMinClassShift = 8;  // the smallest block: 256 bytes
 
+  // A pool of `source`'s blocks. Throws std::invalid_argument for a null source.
   explicit MemoryPool(std::unique_ptr<BlockSource> source, MemoryPoolOptions options = {});
   // Returns every free and tainted block to the source. Blocks still handed out are not freed (their holder may still
   // use them: a free that was never issued because its stream failed, for one).
@@ -177,6 +185,7 @@ class MemoryPool {
   // Makes the tainted blocks reusable: the caller knows every user of every block released so far has completed.
   void reclaim_tainted();
 
+  // The pool's counters (taken under its lock), and its name.
   [[nodiscard]] MemoryPoolStats stats() const;
   [[nodiscard]] const std::string& name() const noexcept { return name_; }
   // What the queued reservations wait for, in a line (the engine's in-flight report, through Buffers): how many, the

@@ -19,13 +19,16 @@ namespace depengine {
 
 struct RankError {
   static constexpr std::int32_t kNone = std::numeric_limits<std::int32_t>::max();  // no rank failed
+  // The most bytes of the error's text a flag carries.
   static constexpr std::size_t kTextBytes = 244;
 
   std::int32_t rank = kNone;  // the failing rank, or kNone
   std::int32_t sender = 0;    // the rank that sent this flag (a flag may name another rank, whose error flowed on)
   std::uint32_t length = 0;   // bytes of text used
+  // The error's text, cut to kTextBytes.
   char text[kTextBytes] = {};
 
+  // Whether a rank failed, and its error's text.
   [[nodiscard]] bool failed() const noexcept { return rank != kNone; }
   [[nodiscard]] std::string_view message() const noexcept { return {text, length}; }
   // The order every rank picks the same flag by: the lowest failing rank, then the lowest sender.

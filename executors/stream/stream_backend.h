@@ -74,8 +74,10 @@
 
 namespace depengine {
 
+// Which way StreamBackend::copy moves bytes.
 enum class CopyDirection : std::uint8_t { kHostToDevice, kDeviceToHost, kDeviceToDevice };
 
+// "compute", "copy" or "collective".
 [[nodiscard]] constexpr std::string_view to_string(StreamKind kind) noexcept {
   return kind == StreamKind::kCompute ? "compute" : kind == StreamKind::kCopy ? "copy" : "collective";
 }
@@ -83,16 +85,20 @@ enum class CopyDirection : std::uint8_t { kHostToDevice, kDeviceToHost, kDeviceT
 // A stream of one backend. Trivially copyable; a default-constructed handle names nothing. Equal handles name the
 // same stream. The pointer is the backend's and means nothing to callers (native_handle() gives the device stream).
 struct StreamHandle {
+  // The backend's stream; null for a handle that names nothing.
   void* impl = nullptr;
 
+  // Whether the handle names a stream.
   [[nodiscard]] explicit operator bool() const noexcept { return impl != nullptr; }
   friend bool operator==(StreamHandle, StreamHandle) = default;
 };
 
 // An event of one backend: a reusable marker (create once, record many times), as cudaEvent_t.
 struct EventHandle {
+  // The backend's event; null for a handle that names nothing.
   void* impl = nullptr;
 
+  // Whether the handle names an event.
   [[nodiscard]] explicit operator bool() const noexcept { return impl != nullptr; }
   friend bool operator==(EventHandle, EventHandle) = default;
 };
@@ -102,10 +108,13 @@ struct EventHandle {
 // needs no backend object, so recorded work may outlive the backend that recorded it).
 class RecordedWork {
  public:
+  // The backend's function that releases the recorded work.
   using Release = void (*)(void* impl) noexcept;
 
   RecordedWork() = default;
+  // Takes `impl`, which `release` releases when the RecordedWork is destroyed.
   RecordedWork(void* impl, Release release) noexcept : impl_(impl), release_(release) {}
+  // Moves the work; the moved-from one holds nothing.
   RecordedWork(RecordedWork&& other) noexcept
       : impl_(std::exchange(other.impl_, nullptr)), release_(std::exchange(other.release_, nullptr)) {}
   RecordedWork& operator=(RecordedWork&& other) noexcept {
@@ -119,6 +128,7 @@ class RecordedWork {
     if (impl_ != nullptr) release_(impl_);
   }
 
+  // The backend's recorded work (its instantiated graph), and whether there is any.
   [[nodiscard]] void* impl() const noexcept { return impl_; }
   [[nodiscard]] explicit operator bool() const noexcept { return impl_ != nullptr; }
 
@@ -129,8 +139,10 @@ class RecordedWork {
 
 // A moment in a stream's work that a trace asks for (StreamBackend::stamp). Trivially copyable; read exactly once.
 struct TimeStamp {
+  // The backend's stamp; null for none.
   void* impl = nullptr;
 
+  // Whether a stamp was taken.
   [[nodiscard]] explicit operator bool() const noexcept { return impl != nullptr; }
 };
 
@@ -151,6 +163,8 @@ class StreamError : public std::runtime_error {
   static constexpr int kBadDevice = -3;          // a device index out of range, or stream and event on two devices
   static constexpr int kOutOfMemory = -4;        // allocate() could not allocate
 
+  // The backend's name, the call that failed, its status code (or one of the codes above), and the exception
+  // that caused it, if any.
   [[nodiscard]] const char* backend() const noexcept { return backend_; }
   [[nodiscard]] const char* call() const noexcept { return call_; }
   [[nodiscard]] int code() const noexcept { return code_; }

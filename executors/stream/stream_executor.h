@@ -110,6 +110,7 @@ struct StreamExecutorOptions {
   // Collective channels, per executor (see Collective channels above).
   std::uint32_t collective_channels = 0;
   std::string name = "stream";  // Executor::name(), e.g. "cuda"
+  // How the executor learns that an op's device work has completed.
   StreamCompletion completion = StreamCompletion::kAuto;
   // The machine index its streams' axes carry (Axis::machine): the process's rank in a job of several processes (its
   // MPI rank, below 256), so that frontiers that travel between processes never alias (distributed/communicator.h).
@@ -121,6 +122,7 @@ struct StreamPlacement {
   StreamBackend* backend = nullptr;  // the executor's backend (host streams: launch_host(where, task), no cast)
   StreamHandle stream;               // for backend calls (copy; HostStreamBackend::of(where) for the host backend's)
   void* native = nullptr;            // backend->native_handle(stream): cudaStream_t, hipStream_t
+  // The device, the kind of stream, and (below) the stream's index among those of its kind.
   std::uint32_t device = 0;
   StreamKind kind = StreamKind::kCompute;
   std::uint32_t index = 0;  // among the device's streams of this kind
@@ -141,6 +143,7 @@ struct StreamPlacement {
 
 // Counters of one stream, or of the whole executor (sums). Statistics: read while ops run, they may lag.
 struct StreamStats {
+  // Ops issued on the stream.
   std::uint64_t ops_issued = 0;
   std::uint64_t waits_issued = 0;           // device-side waits enqueued
   std::uint64_t waits_elided = 0;           // entries the stream's knowledge already covered
@@ -154,6 +157,7 @@ class StreamExecutor final : public Executor, public StreamFacet {
  public:
   static constexpr std::size_t kEventRing = 64;  // events per stream, addressed by epoch % kEventRing
   static constexpr int kIdlePolls = 32;          // kPoll: rounds without progress before polling slows down
+  // kPoll: how long the poller sleeps between rounds once polling has slowed down.
   static constexpr std::chrono::microseconds kPollInterval{20};
 
   // Creates the streams and their events. Throws StreamError (no device, bad device count), std::invalid_argument.
@@ -177,6 +181,7 @@ class StreamExecutor final : public Executor, public StreamFacet {
   void replay_recorded(const StreamPlacement& where, std::unique_ptr<RecordedOps>& recorded,
                        void (*enqueue)(void* context), void* context) override;
 
+  // The backend, how completions are seen, and the number of devices used.
   [[nodiscard]] StreamBackend& backend() const noexcept { return *backend_; }
   [[nodiscard]] StreamCompletion completion() const noexcept { return completion_; }
   [[nodiscard]] std::uint32_t devices() const noexcept { return devices_; }
@@ -190,6 +195,7 @@ class StreamExecutor final : public Executor, public StreamFacet {
   // The engine's tracker, on which this executor's axes complete. Valid once the engine has started the executor.
   [[nodiscard]] Tracker& tracker() const noexcept { return host_->tracker(); }
 
+  // The counters of every stream, summed.
   [[nodiscard]] StreamStats stats() const noexcept;
   // Throws std::out_of_range.
   [[nodiscard]] StreamStats stats(std::uint32_t device, StreamKind kind, std::uint32_t index) const;

@@ -98,6 +98,7 @@ struct ThreadPoolOptions {
   bool waiters_work = false;
 };
 
+// Runs ready ops on oneTBB worker threads (see the file comment).
 class ThreadPoolExecutor final : public Executor {
  public:
   // Throws std::invalid_argument if options.workers is negative, or DEPENGINE_CPU_WORKERS is used and is not a number
@@ -106,6 +107,7 @@ class ThreadPoolExecutor final : public Executor {
   ~ThreadPoolExecutor() override;
 
   [[nodiscard]] std::string_view name() const noexcept override { return "threadpool"; }
+  // The number of worker threads.
   [[nodiscard]] int workers() const noexcept { return static_cast<int>(workers_); }
   // Whether a thread outside the pool has submitted an op since one waiting on the engine last found no work to help
   // with (see "Yielding to a thread that pushes" above). A hint, for idle workers and diagnostics.
