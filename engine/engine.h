@@ -302,6 +302,11 @@ class Engine {
   // and one waiting on fences alone, are counted but not named. Takes every variable's locks in turn; for diagnosis,
   // not a hot path.
   [[nodiscard]] std::string InFlightReport() const;
+  // The same wait-for graph as a Graphviz DOT digraph (render it with `dot -Tsvg`): a node per op the report names,
+  // an edge from each op to each op it waits for, labelled with the variable ("v3") or the fence, a node for a fence
+  // that no op in flight signals, and the first wait cycle, if there is one, in red (docs/pictures.md). Pushes blocked
+  // at max_in_flight and what AtReport hooks add are in the text only. Costs as InFlightReport.
+  [[nodiscard]] std::string InFlightReportDot() const;
 
   // Ops pushed and not yet completed, at some moment during the call. (If completions keep landing between its reads
   // for 64 tries in a row, it returns an upper bound of that count instead.)
@@ -342,6 +347,13 @@ class Engine {
   // or a later FlushTrace rewrites it. Does not wait for anything; may be called from inside an op. Throws Error if no
   // trace is on or the file cannot be written.
   void FlushTrace();
+  // The critical path of the trace on now (of what it recorded so far), or else of the last trace stopped, in words:
+  // the chain of ops and waits that set the length of the recorded window, from the op that ended last back through
+  // what each op waited for last (a variable and the op that held it, a fence and the op that raised it, a stream op's
+  // device work) to a push that waited for nothing recorded, each step with its start and length in ms on the trace's
+  // clock; the trace file ends with the same (docs/pictures.md, "The critical path"; scripts/critical_path.py prints it
+  // from a file). Throws Error if this engine recorded no trace. For diagnosis: takes the trace's mutex and allocates.
+  [[nodiscard]] std::string TraceCriticalPath() const;
 
  private:
   // A push in three steps, so that the function is constructed in place in the op's record: take a record (throws

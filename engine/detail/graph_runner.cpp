@@ -126,6 +126,8 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
     if (join.grant()) grant_join(&join, ready);
   }
   for (const std::uint32_t root : plan->roots()) ready.push_back(&instance->ops[root]);
+  // The ops in `ready` hold the instance: it cannot end before they run.
+  if (instance->trace_ops != 0) core_.trace().replayed(instance->trace_ops, count, instance->ops.get(), ready);
   submit_in_priority_order(ready);
 }
 
@@ -222,7 +224,6 @@ void GraphRunner::complete(GraphOp* op, const GraphPlan::Op& planned, const std:
   // successors may no longer touch the instance.
   GraphOp* const ops = instance->ops.get();
   const std::uint64_t traced = instance->trace_ops;
-  const std::uint64_t id = traced + static_cast<std::uint64_t>(op - ops);
   ReadyList granted;
   const std::uint32_t* covered = plan.covered(planned);
   for (std::uint32_t c = planned.covers.begin; c < planned.covers.end; ++c, ++covered) {
@@ -232,7 +233,7 @@ void GraphRunner::complete(GraphOp* op, const GraphPlan::Op& planned, const std:
     join.pending.store(plan.joins()[*covered].covers, std::memory_order_relaxed);  // for the next replay
     join.use.var->complete(join.use, nullptr, granted);
   }
-  if (traced != 0) core_.trace().flows(nullptr, id, granted);  // the pushed ops it released, across the boundary
+  if (traced != 0) core_.trace().flows(plan, index_of(op), traced, granted);  // the pushed ops it released
   while (OpNode* node = granted.pop_front()) core_.route(node, ready);
   const std::uint32_t* successor = plan.successors(planned);
   const std::uint32_t* const end = successor + (planned.successors.end - planned.successors.begin);
@@ -248,7 +249,8 @@ void GraphRunner::complete(GraphOp* op, const GraphPlan::Op& planned, const std:
     }
     GraphOp& next = ops[index];
     if (!next.grant()) continue;
-    if (traced != 0) core_.trace().flow(id, traced + index);  // next is ours: the instance cannot end meanwhile
+    if (traced != 0) core_.trace().replay_release(plan, index_of(op), index, traced);  // next is ours: the instance
+    // cannot end meanwhile
     ready.push_back(&next);
   }
   if (retire) retire_instance(instance);
@@ -266,7 +268,7 @@ void GraphRunner::grant_join(GraphJoin* join, TaskList& ready, std::uint64_t fro
   for (std::uint32_t t = planned.targets.begin; t < planned.targets.end; ++t, ++target) {
     GraphOp& op = instance->ops[*target];
     if (!op.grant()) continue;
-    if (traced != 0) core_.trace().flow(from, traced + *target);
+    if (traced != 0) core_.trace().join_release(from, traced + *target, planned.var, planned.tag);
     ready.push_back(&op);
   }
   retire_instance(instance);  // the join is done: the instance (and its plan) may go once the ops are

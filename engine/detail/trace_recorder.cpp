@@ -6,6 +6,7 @@
 #include <unordered_map>
 #include <utility>
 
+#include <depengine/engine/detail/critical_path.h>
 #include <depengine/engine/detail/trace_recorder.h>
 #include <depengine/engine/errors.h>
 
@@ -35,6 +36,21 @@ void append_escaped(std::string& out, std::string_view text) {
       out += c;
     }
   }
+}
+
+// An op in words: "'forward' (op 12)", or "(op 12)" for one without a name. Appended piece by piece: GCC 12 warns of a
+// false overlap in `"'" + name + "' "` (-Wrestrict).
+std::string op_label(std::string_view name, std::uint64_t op) {
+  std::string label;
+  if (!name.empty()) {
+    label += '\'';
+    label += name;
+    label += "' ";
+  }
+  label += "(op ";
+  label += std::to_string(op);
+  label += ')';
+  return label;
 }
 
 // Microseconds, as the format wants, from nanoseconds.
@@ -109,7 +125,89 @@ const TraceRecorder::Issued* TraceRecorder::issued_at(Axis axis, std::uint64_t e
 void TraceRecorder::device_waits(std::uint64_t issued, std::uint64_t elided) {
   const std::int64_t at = now();
   std::lock_guard lock(mutex_);
-  waits_.push_back(Counter{at, issued, elided});
+  device_waits_.push_back(Counter{at, issued, elided});
+}
+
+void TraceRecorder::pushed(std::uint64_t first, std::size_t count, std::int64_t at) {
+  std::lock_guard lock(mutex_);
+  for (std::uint64_t op = first; op < first + count; ++op) waits_[op].pushed = at;
+}
+
+void TraceRecorder::ready(std::uint64_t op, std::int64_t at, Waited why, bool arrow) {
+  std::lock_guard lock(mutex_);
+  if (arrow) flows_.push_back(Arrow{why.from, op, Flow::kRelease});
+  OpWait& wait = waits_[op];
+  if (at < wait.ready) return;  // an earlier grant, recorded late: not the last
+  wait.ready = at;
+  if (why.kind == Wait::kNone && wait.why.kind == Wait::kBound) return;  // ready at its push, after the bound
+  wait.why = std::move(why);
+}
+
+void TraceRecorder::unparked(std::uint64_t op, std::int64_t at) {
+  std::lock_guard lock(mutex_);
+  OpWait& wait = waits_[op];
+  wait.ready = std::max(wait.ready, at);
+  wait.why.kind = Wait::kDevice;
+}
+
+std::string TraceRecorder::reason_locked(const OpWait& wait,
+                                         const std::unordered_map<std::uint64_t, const Slice*>& by_op) const {
+  const Waited& why = wait.why;
+  std::string holder;
+  if (why.from != 0) {
+    const auto found = by_op.find(why.from);
+    const std::string_view name = found != by_op.end() ? std::string_view(found->second->name) : why.holder;
+    holder = op_label(name, why.from);
+  }
+  switch (why.kind) {
+    case Wait::kOutside:
+      return "an op not in this trace (pushed before it started, or a wait of the engine's own)";
+    case Wait::kNone:
+      return "nothing: ready at its push";
+    case Wait::kBound:
+      return "room under EngineOptions::max_in_flight: its push waited at the bound";
+    case Wait::kVariable:
+      return why.what + " held by " + (holder.empty() ? "an op not in this trace" : holder) +
+             (why.from_async ? ", released at its Completion" : "");
+    case Wait::kFence:
+      return why.what + (holder.empty() ? ", reached from outside the engine" : " raised by " + holder);
+    case Wait::kDevice:
+      return "the device work of " + (holder.empty() ? "an op not in this trace" : holder) +
+             (why.what.empty() ? "" : " on " + why.what);
+  }
+  return "?";
+}
+
+std::vector<PathStep> TraceRecorder::path_locked(const std::unordered_map<std::uint64_t, const Slice*>& by_op) const {
+  std::vector<PathOp> ops;
+  ops.reserve(slices_.size());
+  for (const Slice& s : slices_) {
+    PathOp& op = ops.emplace_back();
+    op.op = s.op;
+    op.label = op_label(s.name, s.op);
+    op.lane = lanes_[s.lane].name;
+    op.start = s.start;
+    op.end = s.end;
+    op.released_at_start = s.released_at_start;
+    if (const auto found = waits_.find(s.op); found != waits_.end()) {
+      const OpWait& wait = found->second;
+      op.pushed = wait.pushed;
+      op.ready = wait.ready;
+      op.from = wait.why.kind == Wait::kVariable || wait.why.kind == Wait::kFence || wait.why.kind == Wait::kDevice
+                    ? wait.why.from
+                    : 0;
+      op.device_wait = wait.why.kind == Wait::kDevice;
+      op.reason = reason_locked(wait, by_op);
+    }
+  }
+  return detail::critical_path(ops);
+}
+
+std::string TraceRecorder::critical_path() const {
+  std::lock_guard lock(mutex_);
+  std::unordered_map<std::uint64_t, const Slice*> by_op;
+  for (const Slice& s : slices_) by_op.emplace(s.op, &s);
+  return critical_path_text(path_locked(by_op), slices_.size());
 }
 
 void TraceRecorder::write(std::span<const Mark> marks) const {
@@ -126,8 +224,28 @@ void TraceRecorder::write(std::span<const Mark> marks) const {
   }
   std::unordered_map<std::uint64_t, const Slice*> by_op;
   by_op.reserve(slices_.size());
+  for (const Slice& s : slices_) by_op.emplace(s.op, &s);
+  // Why each op waited: its slice's args.
+  auto append_wait_args = [&](std::string& text, const Slice& s) {
+    const auto found = waits_.find(s.op);
+    if (found == waits_.end()) return;
+    const OpWait& wait = found->second;
+    static constexpr const char* kKinds[] = {"outside", "none", "bound", "variable", "fence", "device"};
+    text += ",\"waited on\":\"";
+    append_escaped(text, reason_locked(wait, by_op));
+    text += "\",\"wait_kind\":\"" + std::string(kKinds[static_cast<int>(wait.why.kind)]) + '"';
+    if (wait.ready < 0 || wait.pushed < 0) return;  // when it was granted last is not known
+    text += ",\"waited (us)\":";
+    append_us(text, std::max<std::int64_t>(wait.ready - wait.pushed, 0));
+    text += ",\"queued (us)\":";
+    append_us(text, std::max<std::int64_t>(s.start - wait.ready, 0));
+    if (s.released_at_start) text += ",\"released_at_start\":true";
+    text += ",\"waited_for_op\":" + std::to_string(wait.why.from) + ",\"pushed_ts\":";
+    append_us(text, wait.pushed);
+    text += ",\"ready_ts\":";
+    append_us(text, wait.ready);
+  };
   for (const Slice& s : slices_) {
-    by_op.emplace(s.op, &s);
     out += ",\n{\"ph\":\"X\",\"cat\":\"op\",\"name\":\"";
     append_escaped(out, s.name);
     out += "\",\"pid\":1,\"tid\":" + std::to_string(s.lane + 1) + ",\"ts\":";
@@ -138,7 +256,9 @@ void TraceRecorder::write(std::span<const Mark> marks) const {
     append_escaped(out, s.reads);
     out += "\",\"mutates\":\"";
     append_escaped(out, s.mutates);
-    out += "\"}}";
+    out += '"';
+    append_wait_args(out, s);
+    out += "}}";
   }
   std::uint64_t id = 0;
   static constexpr const char* kFlowNames[] = {"release", "device wait", "elided", "host wait"};
@@ -164,7 +284,7 @@ void TraceRecorder::write(std::span<const Mark> marks) const {
     append_us(out, c.at);
     out += ",\"args\":{\"ops\":" + std::to_string(c.a) + "}}";
   }
-  for (const Counter& c : waits_) {
+  for (const Counter& c : device_waits_) {
     out += ",\n{\"ph\":\"C\",\"name\":\"device waits\",\"pid\":1,\"ts\":";
     append_us(out, c.at);
     out += ",\"args\":{\"issued\":" + std::to_string(c.a) + ",\"elided\":" + std::to_string(c.b) + "}}";
@@ -185,7 +305,30 @@ void TraceRecorder::write(std::span<const Mark> marks) const {
       out += "\"}}";
     }
   }
-  out += "\n]}\n";
+  // The critical path: a lane of its own, after every other, and the same in words under otherData.
+  const std::vector<PathStep> path = path_locked(by_op);
+  if (!path.empty()) {
+    const std::string tid = std::to_string(lanes_.size() + (marks.empty() ? 1 : 2));
+    out += ",\n{\"ph\":\"M\",\"name\":\"thread_name\",\"pid\":1,\"tid\":" + tid +
+           ",\"args\":{\"name\":\"critical path\"}},\n{\"ph\":\"M\",\"name\":\"thread_sort_index\",\"pid\":1,"
+           "\"tid\":" +
+           tid + ",\"args\":{\"sort_index\":-2}}";
+    static constexpr const char* kStepNames[] = {"push", "wait", "queued", "run"};
+    for (const PathStep& step : path) {
+      if (step.kind == PathStep::Kind::kPush) continue;  // a moment, in the text only
+      out += ",\n{\"ph\":\"X\",\"cat\":\"critical path\",\"name\":\"" +
+             std::string(kStepNames[static_cast<int>(step.kind)]) + "\",\"pid\":1,\"tid\":" + tid + ",\"ts\":";
+      append_us(out, step.start);
+      out += ",\"dur\":";
+      append_us(out, step.end - step.start);
+      out += ",\"args\":{\"op\":" + std::to_string(step.op) + ",\"step\":\"";
+      append_escaped(out, step.text);
+      out += "\"}}";
+    }
+  }
+  out += "\n],\"otherData\":{\"critical path\":\"";
+  append_escaped(out, critical_path_text(path, slices_.size()));
+  out += "\"}}\n";
 
   // Written beside the file and renamed over it, so that a process killed during a write (FlushTrace, a stall
   // report) leaves the previous complete file, never half of one.

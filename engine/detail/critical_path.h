@@ -1,0 +1,49 @@
+// CriticalPath: the chain of ops and waits that set the length of a traced window (TraceRecorder::critical_path;
+// docs/pictures.md, "The critical path"; scripts/critical_path.py computes the same from a trace file).
+//
+// Start at the op whose slice ends last. Before its run it queued (from its last grant to its start), and before that
+// it waited (from the release of what gave it its last grant to that grant). If what gave it is an op of the window (a
+// variable's holder, a fence's raiser, a stream op whose device work it waited for), the path goes on from that op's
+// release: the end of its slice (the start for a stream op that released at its issue; the end when its device work
+// was waited for). Otherwise (ready at its push, a push held at the in-flight bound, an op outside the window) the wait
+// ran from the op's push, and the path begins there. Each op is taken once, so a malformed input still ends.
+//
+// Thread safety: pure functions. Allocation: freely (a trace's slow path).
+#pragma once
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+namespace depengine::detail {
+
+// An op of the window as the path needs it. Times are ns on one clock; -1: not known.
+struct PathOp {
+  std::uint64_t op = 0;
+  std::string label;  // "'forward' (op 12)"
+  std::string lane;   // where it ran: "threadpool worker 0"
+  std::int64_t start = 0, end = 0;
+  std::int64_t pushed = -1, ready = -1;
+  std::uint64_t from = 0;          // the op that gave its last grant; 0: none in the window
+  bool released_at_start = false;  // it released its successors at its start (a stream op, at its issue)
+  bool device_wait = false;        // it waited for `from`'s device work: `from` released it at its end
+  std::string reason;              // what it waited on, in words ("v3 held by 'load' (op 3)")
+};
+
+struct PathStep {
+  enum class Kind : std::uint8_t { kPush, kWait, kQueued, kRun };
+  Kind kind;
+  std::int64_t start, end;
+  std::uint64_t op;
+  std::string text;
+};
+
+// The critical path of `ops`, first step first; empty when `ops` is.
+[[nodiscard]] std::vector<PathStep> critical_path(std::span<const PathOp> ops);
+
+// The path in words: a headline with its length and what it is made of, then a line per step ("  12.345  0.500
+// 'forward' (op 12) ran on threadpool worker 0"), times in ms. `traced`: the ops of the window, for the headline.
+[[nodiscard]] std::string critical_path_text(std::span<const PathStep> path, std::size_t traced);
+
+}  // namespace depengine::detail

@@ -1,0 +1,167 @@
+// Why each op waited, and the critical path (engine/detail/trace_recorder.h; docs/pictures.md): the wait reasons of a
+// scripted scenario are exactly those, and the critical path of a known graph is its long chain.
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <iterator>
+#include <regex>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <depengine/engine/engine.h>
+#include <depengine/frontier/timeline.h>
+
+#include "test/engine/test_support.h"
+#include "test/engine/trace_file.h"
+#include "test/executors/executor_factories.h"
+
+namespace depengine::test {
+namespace {
+
+// The slice named `name` (one per test).
+const TraceFile::Slice& slice_named(const TraceFile& trace, const std::string& name, std::uint64_t* op = nullptr) {
+  for (const auto& [id, slice] : trace.slices) {
+    if (slice.name == name) {
+      if (op != nullptr) *op = id;
+      return slice;
+    }
+  }
+  FAIL("no slice named " << name);
+  throw;  // not reached: FAIL throws
+}
+
+// The op's own work: a busy loop of `duration` on its thread (a spin, so that it takes that long of the op's time).
+void spin(std::chrono::microseconds duration) {
+  const auto until = std::chrono::steady_clock::now() + duration;
+  while (std::chrono::steady_clock::now() < until) {
+  }
+}
+
+TEST_CASE("each slice names what its op waited on last: a variable's holder, a fence and its raiser, nothing",
+          "[engine][trace][waits]") {
+  Watchdog watchdog("wait reasons");
+  const std::string path = temporary_trace_path("waits");
+  Engine engine(threadpool_factory(2).options());
+  const Var v = engine.NewVariable(), w = engine.NewVariable(), u = engine.NewVariable();  // v0, v1, v2
+  Timeline t;
+  engine.StartTrace(path);
+  engine.Push([] {}, {}, {u}, {.name = "free"});  // nothing before it on u
+  HeldOp holder(engine, {}, {v}, {.name = "holder"});
+  engine.Push([] {}, {v}, {w}, {.name = "reader"});  // waits on v, held by 'holder' until its Completion
+  engine.Push([] {}, {}, {}, {.name = "fenced", .wait_fences = {{&t, 1}}});
+  engine.Push([] {}, {}, {}, {.name = "raiser", .signal_fences = {{&t, 1}}});
+  engine.Push([] {}, {}, {}, {.name = "outside", .wait_fences = {{&t, 2}}});
+  REQUIRE(holder.release());
+  engine.WaitForVar(w);
+  t.signal_external(2);  // reached from outside the engine
+  engine.WaitForAll();
+  engine.StopTrace();
+  const TraceFile trace = read_trace(path);
+  std::uint64_t holder_op = 0, raiser_op = 0;
+  (void)slice_named(trace, "holder", &holder_op);
+  (void)slice_named(trace, "raiser", &raiser_op);
+  CHECK(slice_named(trace, "free").waited_on == "nothing: ready at its push");
+  CHECK(slice_named(trace, "free").wait_kind == "none");
+  CHECK(slice_named(trace, "holder").waited_on == "nothing: ready at its push");
+  const TraceFile::Slice& reader = slice_named(trace, "reader");
+  CHECK(reader.waited_on == "v0 held by 'holder' (op " + std::to_string(holder_op) + "), released at its Completion");
+  CHECK(reader.wait_kind == "variable");
+  CHECK(reader.waited_for_op == holder_op);
+  const TraceFile::Slice& fenced = slice_named(trace, "fenced");
+  CHECK(fenced.waited_on == "fence value 1 raised by 'raiser' (op " + std::to_string(raiser_op) + ")");
+  CHECK(fenced.wait_kind == "fence");
+  CHECK(fenced.waited_for_op == raiser_op);
+  CHECK(slice_named(trace, "outside").waited_on == "fence value 2, reached from outside the engine");
+  CHECK(slice_named(trace, "raiser").waited_on == "nothing: ready at its push");
+  std::remove(path.c_str());
+}
+
+TEST_CASE("a push held at max_in_flight says it waited for room under the bound", "[engine][trace][waits]") {
+  Watchdog watchdog("wait at the bound");
+  const std::string path = temporary_trace_path("bound");
+  Engine engine(threadpool_factory(2).options(1));
+  const Var v = engine.NewVariable(), w = engine.NewVariable();
+  engine.StartTrace(path);
+  HeldOp first(engine, {}, {v}, {.name = "first"});
+  std::atomic<bool> released{false};
+  std::thread releaser([&] {
+    REQUIRE(first.release());
+    released.store(true, std::memory_order_relaxed);  // relaxed: read after the join
+  });
+  engine.Push([] {}, {}, {w}, {.name = "second"});  // waits at the bound of 1 for 'first' to complete
+  releaser.join();
+  engine.WaitForAll();
+  engine.StopTrace();
+  CHECK(released.load(std::memory_order_relaxed));
+  const TraceFile trace = read_trace(path);
+  CHECK(slice_named(trace, "second").waited_on ==
+        "room under EngineOptions::max_in_flight: its push waited at the bound");
+  std::remove(path.c_str());
+}
+
+// A chain of three ops that each spin kChain, each reading what the one before wrote, and beside it short branches that
+// read a link of the chain and end long before the chain does.
+TEST_CASE("the critical path of a chain with short side branches is the chain", "[engine][trace][critical path]") {
+  constexpr std::chrono::microseconds kChain{20'000}, kBranch{500};
+  for (const auto& factory : {threadpool_factory(1), threadpool_factory(2)}) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("critical path on " + factory.name);
+      const std::string path = temporary_trace_path("critical");
+      Engine engine(factory.options());
+      std::vector<Var> links, sides;
+      for (int i = 0; i < 3; ++i) {
+        links.push_back(engine.NewVariable());
+        sides.push_back(engine.NewVariable());
+      }
+      engine.StartTrace(path);
+      for (std::size_t i = 0; i < 3; ++i) {
+        const std::vector<Var> after = i == 0 ? std::vector<Var>{} : std::vector<Var>{links[i - 1]};
+        engine.Push([=] { spin(kChain); }, after, {links[i]}, {.name = "chain " + std::to_string(i)});
+        if (i < 2) engine.Push([=] { spin(kBranch); }, {links[i]}, {sides[i]}, {.name = "side " + std::to_string(i)});
+      }
+      engine.WaitForAll();
+      const std::string text = engine.TraceCriticalPath();  // of the trace on, so far
+      engine.StopTrace();
+      CAPTURE(text);
+      CHECK(engine.TraceCriticalPath() == text);  // of the trace stopped: the same
+      const TraceFile trace = read_trace(path);
+      CHECK(trace.critical_path_text == text);
+      std::vector<std::string> ran;
+      for (const TraceFile::PathStep& step : trace.critical_path) {
+        if (step.name == "run") ran.push_back(trace.slices.at(step.op).name);
+      }
+      CHECK(ran == std::vector<std::string>{"chain 0", "chain 1", "chain 2"});
+      CHECK_THAT(text, Catch::StartsWith("critical path: "));
+      CHECK_THAT(text, Catch::Contains(": 3 of 5 ops ran "));
+      CHECK_THAT(text, Catch::Contains("push of 'chain 0'"));
+      CHECK_THAT(text, Catch::Contains("'chain 2' (op "));
+      CHECK_THAT(text, !Catch::Contains("'side"));
+      // The path's steps follow one another: each starts where the one before ended, or later.
+      for (std::size_t i = 1; i < trace.critical_path.size(); ++i) {
+        CHECK(trace.critical_path[i].ts >= trace.critical_path[i - 1].ts + trace.critical_path[i - 1].dur - 0.002);
+      }
+      // scripts/critical_path.py prints the same path from the file.
+      const std::string script = std::string(DEPENGINE_SOURCE_DIR) + "/scripts/critical_path.py";
+      const std::string out = path + ".txt";
+      REQUIRE(std::system(("python3 " + script + " " + path + " > " + out).c_str()) == 0);
+      std::ifstream printed(out);
+      const std::string from_script((std::istreambuf_iterator<char>(printed)), std::istreambuf_iterator<char>());
+      CHECK(from_script == text);
+      std::remove(out.c_str());
+      std::remove(path.c_str());
+    }
+  }
+}
+
+TEST_CASE("TraceCriticalPath without a trace is an Error", "[engine][trace][critical path][errors]") {
+  Engine engine(inline_factory().options());
+  CHECK_THROWS_WITH(engine.TraceCriticalPath(), Catch::Contains("no trace was recorded"));
+}
+
+}  // namespace
+}  // namespace depengine::test
