@@ -164,7 +164,6 @@ void EngineTrace::replay_release(const GraphPlan& plan, std::uint32_t from, std:
     TraceRecorder::Waited why{TraceRecorder::Wait::kVariable, traced + from,
                               ordering_vars(seen_uses(plan, plan.op(from)), seen_uses(plan, plan.op(to)))};
     why.holder = std::string(plan.op(from).name_view());
-    why.from_async = plan.op(from).async;
     trace->ready(traced + to, at, std::move(why), true);
   } catch (...) {  // as in cpu_op
   }
@@ -186,7 +185,7 @@ void EngineTrace::pushed(const OpRecord& op) noexcept {
   TraceRecorder* trace = recorder();
   if (trace == nullptr) return;
   try {
-    trace->pushed(op.trace_op, 1, trace->now());
+    trace->pushed(op.trace_op, trace->now(), op.async);
   } catch (...) {  // as in cpu_op
   }
 }
@@ -220,17 +219,26 @@ void EngineTrace::unparked(const OpRecord& op) noexcept {
   TraceRecorder* trace = recorder();
   if (trace == nullptr) return;
   try {
-    trace->unparked(op.trace_op, trace->now());
+    // The latest stream op its wait frontier names (the others are most often implied by it: a frontier is
+    // transitive), for an op granted at its push, after that op's issue.
+    std::uint64_t from = 0;
+    for (const FrontierEntry& entry : op.requirement) {
+      if (const TraceRecorder::Issued* issued = trace->issued_at(entry.axis, entry.epoch); issued != nullptr) {
+        from = std::max(from, issued->op);
+      }
+    }
+    trace->unparked(op.trace_op, trace->now(), from);
   } catch (...) {  // as in cpu_op
   }
 }
 
-void EngineTrace::replayed(std::uint64_t first, std::size_t count, const GraphOp* ops, const TaskList& ready) noexcept {
+void EngineTrace::replayed(const GraphPlan& plan, std::uint64_t first, const GraphOp* ops,
+                           const TaskList& ready) noexcept {
   TraceRecorder* trace = recorder();
   if (trace == nullptr) return;
   try {
     const std::int64_t at = trace->now();
-    trace->pushed(first, count, at);
+    for (std::uint32_t i = 0; i < plan.size(); ++i) trace->pushed(first + i, at, plan.op(i).async);
     for (const Task* task = ready.front(); task != nullptr; task = task->next_) {
       const auto index = static_cast<std::uint64_t>(static_cast<const GraphOp*>(task) - ops);
       trace->ready(first + index, at, TraceRecorder::Waited{TraceRecorder::Wait::kNone});
@@ -308,7 +316,6 @@ void EngineTrace::flows(const OpRecord& from_op, const ReadyList& granted) noexc
       TraceRecorder::Waited why{TraceRecorder::Wait::kVariable, from_op.trace_op,
                                 ordering_vars(from_uses, seen_uses(*released))};
       why.holder = name_of(from_op);
-      why.from_async = from_op.async;
       trace->ready(released->trace_op, at, std::move(why), arrows);
     }
   } catch (...) {  // as in cpu_op
@@ -330,7 +337,6 @@ void EngineTrace::flows(const GraphPlan& plan, std::uint32_t index, std::uint64_
       TraceRecorder::Waited why{TraceRecorder::Wait::kVariable, traced + index,
                                 ordering_vars(from_uses, seen_uses(*released))};
       why.holder = std::string(op.name_view());
-      why.from_async = op.async;
       trace->ready(released->trace_op, at, std::move(why), true);
     }
   } catch (...) {  // as in cpu_op

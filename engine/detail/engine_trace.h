@@ -70,8 +70,9 @@ class EngineTrace {
   void fence_reached(const OpRecord& op, const Fence& fence) noexcept;
   // ... or, parked on the tracker, it was unparked: the device work it waited for completed.
   void unparked(const OpRecord& op) noexcept;
-  // Replay: `count` ops from trace id `first` were replayed now; those of `ready` are ready at once.
-  void replayed(std::uint64_t first, std::size_t count, const GraphOp* ops, const TaskList& ready) noexcept;
+  // Replay: the ops of `plan` (`ops` in its instance), from trace id `first`, were replayed now; those of `ready` are
+  // ready at once.
+  void replayed(const GraphPlan& plan, std::uint64_t first, const GraphOp* ops, const TaskList& ready) noexcept;
 
   // While a traced op raises or promises its signal fences on this thread, the op that reached fences were raised by.
   class FenceRaiser {

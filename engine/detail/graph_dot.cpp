@@ -129,11 +129,13 @@ void write_ops(const std::vector<DotOp>& ops, const std::unordered_set<const Var
     const VarWalk& walk = walks[order[v]];
     const std::string label = var_label(order[v], walk.tag);
     if (!walk.head_readers.empty()) {
-      out << "  in" << v << " [label=" << dot_quoted(two_lines(label, "from before")) << ", shape=invhouse, style=dashed];\n";
+      out << "  in" << v << " [label=" << dot_quoted(two_lines(label, "from before"))
+          << ", shape=invhouse, style=dashed];\n";
       for (const std::uint32_t reader : walk.head_readers) out << "  in" << v << " -> op" << reader << ";\n";
     }
     if (walk.last_writer >= 0) {
-      out << "  out" << v << " [label=" << dot_quoted(two_lines(label, "for after")) << ", shape=house, style=dashed];\n";
+      out << "  out" << v << " [label=" << dot_quoted(two_lines(label, "for after"))
+          << ", shape=house, style=dashed];\n";
       out << "  op" << walk.last_writer << " -> out" << v << ";\n";
     }
   }

@@ -127,7 +127,7 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
   }
   for (const std::uint32_t root : plan->roots()) ready.push_back(&instance->ops[root]);
   // The ops in `ready` hold the instance: it cannot end before they run.
-  if (instance->trace_ops != 0) core_.trace().replayed(instance->trace_ops, count, instance->ops.get(), ready);
+  if (instance->trace_ops != 0) core_.trace().replayed(*plan, instance->trace_ops, instance->ops.get(), ready);
   submit_in_priority_order(ready);
 }
 

@@ -53,6 +53,46 @@ std::string op_label(std::string_view name, std::uint64_t op) {
   return label;
 }
 
+const TraceRecorder::Slice* find(const std::unordered_map<std::uint64_t, const TraceRecorder::Slice*>& by_op,
+                                 std::uint64_t op) {
+  const auto found = by_op.find(op);
+  return found != by_op.end() ? found->second : nullptr;
+}
+
+// The variables of space-separated `labels` ("v3 v7.1").
+std::vector<std::string_view> labels_of(std::string_view labels) {
+  std::vector<std::string_view> out;
+  while (!labels.empty()) {
+    const std::size_t space = labels.find(' ');
+    out.push_back(labels.substr(0, space));
+    labels = space == std::string_view::npos ? std::string_view() : labels.substr(space + 1);
+  }
+  return out;
+}
+
+// " on v3": the variables through which the op of slice `from` ordered the op of slice `to` (one of the two mutates
+// each), from their labels; empty if either slice is missing or they share none.
+std::string shared_vars(const TraceRecorder::Slice* from, const TraceRecorder::Slice* to) {
+  if (from == nullptr || to == nullptr) return {};
+  const std::vector<std::string_view> from_reads = labels_of(from->reads), from_mutates = labels_of(from->mutates);
+  const std::vector<std::string_view> to_reads = labels_of(to->reads), to_mutates = labels_of(to->mutates);
+  auto has = [](const std::vector<std::string_view>& list, std::string_view var) {
+    return std::find(list.begin(), list.end(), var) != list.end();
+  };
+  std::string out;
+  auto add = [&](std::string_view var) {
+    out += out.empty() ? " on " : " ";
+    out += var;
+  };
+  for (const std::string_view var : from_mutates) {
+    if (has(to_reads, var) || has(to_mutates, var)) add(var);
+  }
+  for (const std::string_view var : from_reads) {
+    if (has(to_mutates, var)) add(var);
+  }
+  return out;
+}
+
 // Microseconds, as the format wants, from nanoseconds.
 void append_us(std::string& out, std::int64_t ns) {
   char text[32];
@@ -128,9 +168,11 @@ void TraceRecorder::device_waits(std::uint64_t issued, std::uint64_t elided) {
   device_waits_.push_back(Counter{at, issued, elided});
 }
 
-void TraceRecorder::pushed(std::uint64_t first, std::size_t count, std::int64_t at) {
+void TraceRecorder::pushed(std::uint64_t op, std::int64_t at, bool async) {
   std::lock_guard lock(mutex_);
-  for (std::uint64_t op = first; op < first + count; ++op) waits_[op].pushed = at;
+  OpWait& wait = waits_[op];
+  wait.pushed = at;
+  wait.async = async;
 }
 
 void TraceRecorder::ready(std::uint64_t op, std::int64_t at, Waited why, bool arrow) {
@@ -143,14 +185,16 @@ void TraceRecorder::ready(std::uint64_t op, std::int64_t at, Waited why, bool ar
   wait.why = std::move(why);
 }
 
-void TraceRecorder::unparked(std::uint64_t op, std::int64_t at) {
+void TraceRecorder::unparked(std::uint64_t op, std::int64_t at, std::uint64_t from) {
   std::lock_guard lock(mutex_);
   OpWait& wait = waits_[op];
   wait.ready = std::max(wait.ready, at);
+  // The stream op that released it, if recorded; else one it waited for (granted at its push, after that op's issue).
+  if (wait.why.kind != Wait::kVariable || wait.why.from == 0) wait.why = Waited{Wait::kDevice, from};
   wait.why.kind = Wait::kDevice;
 }
 
-std::string TraceRecorder::reason_locked(const OpWait& wait,
+std::string TraceRecorder::reason_locked(std::uint64_t waiter, const OpWait& wait,
                                          const std::unordered_map<std::uint64_t, const Slice*>& by_op) const {
   const Waited& why = wait.why;
   std::string holder;
@@ -166,14 +210,17 @@ std::string TraceRecorder::reason_locked(const OpWait& wait,
       return "nothing: ready at its push";
     case Wait::kBound:
       return "room under EngineOptions::max_in_flight: its push waited at the bound";
-    case Wait::kVariable:
+    case Wait::kVariable: {
+      const auto from = waits_.find(why.from);
+      const bool async = from != waits_.end() && from->second.async;
       return why.what + " held by " + (holder.empty() ? "an op not in this trace" : holder) +
-             (why.from_async ? ", released at its Completion" : "");
+             (async ? ", released at its Completion" : "");
+    }
     case Wait::kFence:
       return why.what + (holder.empty() ? ", reached from outside the engine" : " raised by " + holder);
     case Wait::kDevice:
       return "the device work of " + (holder.empty() ? "an op not in this trace" : holder) +
-             (why.what.empty() ? "" : " on " + why.what);
+             (why.what.empty() ? shared_vars(find(by_op, why.from), find(by_op, waiter)) : " on " + why.what);
   }
   return "?";
 }
@@ -197,7 +244,7 @@ std::vector<PathStep> TraceRecorder::path_locked(const std::unordered_map<std::u
                     ? wait.why.from
                     : 0;
       op.device_wait = wait.why.kind == Wait::kDevice;
-      op.reason = reason_locked(wait, by_op);
+      op.reason = reason_locked(s.op, wait, by_op);
     }
   }
   return detail::critical_path(ops);
@@ -232,7 +279,7 @@ void TraceRecorder::write(std::span<const Mark> marks) const {
     const OpWait& wait = found->second;
     static constexpr const char* kKinds[] = {"outside", "none", "bound", "variable", "fence", "device"};
     text += ",\"waited on\":\"";
-    append_escaped(text, reason_locked(wait, by_op));
+    append_escaped(text, reason_locked(s.op, wait, by_op));
     text += "\",\"wait_kind\":\"" + std::string(kKinds[static_cast<int>(wait.why.kind)]) + '"';
     if (wait.ready < 0 || wait.pushed < 0) return;  // when it was granted last is not known
     text += ",\"waited (us)\":";

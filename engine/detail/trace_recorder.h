@@ -117,18 +117,18 @@ class TraceRecorder {
   };
   struct Waited {
     Wait kind = Wait::kOutside;
-    std::uint64_t from = 0;   // the op that held it, 0 if none or unknown
-    std::string what;         // kVariable and kDevice: the variables ("v3 v4"); kFence: the fence ("fence value 3")
-    std::string holder;       // the name of `from` when its slice may be missing (a skipped op); else empty
-    bool from_async = false;  // kVariable: `from` is an async op, which released at its Completion
+    std::uint64_t from = 0;  // the op that held it, 0 if none or unknown
+    std::string what;        // kVariable and kDevice: the variables ("v3 v4"); kFence: the fence ("fence value 3")
+    std::string holder;      // the name of `from` when its slice may be missing (a skipped op); else empty
   };
-  // Ops [first, first + count) were pushed (or replayed) at `at`.
-  void pushed(std::uint64_t first, std::size_t count, std::int64_t at);
+  // Op `op` was pushed (or replayed) at `at`; `async`: it releases at its Completion.
+  void pushed(std::uint64_t op, std::int64_t at, bool async);
   // `op` was given a grant at `at` because of `why`; with `arrow`, also an arrow ("release") from `why.from` to it.
   // The latest grant recorded for an op is its last; a push that waited at the bound keeps kBound.
   void ready(std::uint64_t op, std::int64_t at, Waited why, bool arrow = false);
-  // A parked op was unparked at `at`: it waited for the device work of what released it.
-  void unparked(std::uint64_t op, std::int64_t at);
+  // A parked op was unparked at `at`: it waited for the device work of what released it, or else of `from` (a stream
+  // op its wait frontier names; 0: none recorded).
+  void unparked(std::uint64_t op, std::int64_t at, std::uint64_t from);
 
   // The critical path of what is recorded so far, in words: from the slice that ends last, back through what each op
   // waited for last, to a push that waited for nothing recorded (scripts/critical_path.py prints the same from a file).
@@ -173,6 +173,7 @@ class TraceRecorder {
   std::map<std::pair<Axis, std::uint64_t>, Issued> epochs_;  // guarded by mutex_; a node is never changed once made
   struct OpWait {
     std::int64_t pushed = -1, ready = -1;  // now() values; -1: not recorded
+    bool async = false;                    // the op releases at its Completion
     Waited why;
   };
   std::unordered_map<std::uint64_t, OpWait> waits_;  // guarded by mutex_
@@ -181,7 +182,7 @@ class TraceRecorder {
 
   // Require mutex_; `by_op`: each slice by its op.
   [[nodiscard]] std::vector<PathStep> path_locked(const std::unordered_map<std::uint64_t, const Slice*>& by_op) const;
-  [[nodiscard]] std::string reason_locked(const OpWait& wait,
+  [[nodiscard]] std::string reason_locked(std::uint64_t waiter, const OpWait& wait,
                                           const std::unordered_map<std::uint64_t, const Slice*>& by_op) const;
 };
 

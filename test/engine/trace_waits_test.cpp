@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
+#include <future>
 #include <iterator>
 #include <regex>
 #include <string>
@@ -14,6 +15,9 @@
 #include <vector>
 
 #include <depengine/engine/engine.h>
+#include <depengine/executors/host_stream/host_stream_backend.h>
+#include <depengine/executors/stream/stream_executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
 #include <depengine/frontier/timeline.h>
 
 #include "test/engine/test_support.h"
@@ -101,6 +105,67 @@ TEST_CASE("a push held at max_in_flight says it waited for room under the bound"
   const TraceFile trace = read_trace(path);
   CHECK(slice_named(trace, "second").waited_on ==
         "room under EngineOptions::max_in_flight: its push waited at the bound");
+  std::remove(path.c_str());
+}
+
+// A CPU op after a stream op is parked until the stream op's device work completes: it waited on the device. The
+// stream's work waits for the test's word, so the CPU op cannot find it complete when its grant arrives (at the stream
+// op's issue).
+TEST_CASE("a CPU op after a stream op names the device work it waited for", "[engine][trace][waits][streams]") {
+  Watchdog watchdog("device wait reason");
+  const std::string path = temporary_trace_path("device");
+  EngineOptions options;
+  const auto pool = options.emplace<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1});
+  const auto streams = options.add(std::make_unique<StreamExecutor>(
+      std::make_unique<HostStreamBackend>(), StreamExecutorOptions{.compute_streams = 1, .copy_streams = 0}));
+  Engine engine(std::move(options));
+  const Var v = engine.NewVariable();
+  std::promise<void> go;
+  std::shared_future<void> ready = go.get_future().share();
+  engine.StartTrace(path);
+  engine.Push([ready](const RunContext& ctx) { launch_host(*ctx.stream, HostTask([ready] { ready.wait(); })); }, {},
+              {v}, {.context = {.executor = streams}, .name = "kernel"});
+  engine.Push([] {}, {v}, {}, {.context = {.executor = pool}, .name = "after"});
+  go.set_value();
+  engine.WaitForAll();
+  engine.StopTrace();
+  const TraceFile trace = read_trace(path);
+  std::uint64_t kernel = 0;
+  (void)slice_named(trace, "kernel", &kernel);
+  const TraceFile::Slice& after = slice_named(trace, "after");
+  CHECK(after.waited_on == "the device work of 'kernel' (op " + std::to_string(kernel) + ") on v0");
+  CHECK(after.wait_kind == "device");
+  CHECK(after.waited_for_op == kernel);
+  std::remove(path.c_str());
+}
+
+// A replay's ops name their predecessors in the graph, the pushed op that held a variable before the replay, and
+// nothing for those ready when the replay was published.
+TEST_CASE("replayed ops name what they waited on", "[engine][trace][waits][graph]") {
+  Watchdog watchdog("replay wait reasons");
+  const std::string path = temporary_trace_path("replay");
+  Engine engine(threadpool_factory(2).options());
+  const Var w = engine.NewVariable(), x = engine.NewVariable(), y = engine.NewVariable();
+  const Graph step = engine.Capture([&] {
+    engine.Push([] {}, {w}, {x}, {.name = "first"});
+    engine.Push([] {}, {x}, {y}, {.name = "second"});
+    engine.Push([] {}, {}, {}, {.name = "alone"});
+  });
+  engine.StartTrace(path);
+  HeldOp writer(engine, {}, {w}, {.name = "writer"});
+  engine.Replay(step);
+  REQUIRE(writer.release());
+  engine.WaitForAll();
+  engine.StopTrace();
+  const TraceFile trace = read_trace(path);
+  std::uint64_t writer_op = 0, first_op = 0;
+  (void)slice_named(trace, "writer", &writer_op);
+  (void)slice_named(trace, "first (replay 0)", &first_op);
+  CHECK(slice_named(trace, "first (replay 0)").waited_on ==
+        "v0 held by 'writer' (op " + std::to_string(writer_op) + "), released at its Completion");
+  CHECK(slice_named(trace, "second (replay 0)").waited_on ==
+        "v1 held by 'first (replay 0)' (op " + std::to_string(first_op) + ")");
+  CHECK(slice_named(trace, "alone (replay 0)").waited_on == "nothing: ready at its push");
   std::remove(path.c_str());
 }
 
