@@ -60,7 +60,10 @@
 //   chrome://tracing): a lane per host thread and per stream, a slice per op with its name and variables, an arrow
 //   per dependency (from a CPU op to the ops its completion made ready; from a stream op to each op ordered after it,
 //   marked as a device wait, an elided one, or a host wait), and counters of ops in flight and device waits issued and
-//   elided (engine/detail/trace_recorder.h). With DEPENGINE_TRACE, the first engine of the process writes
+//   elided (engine/detail/trace_recorder.h). Each slice also says what its op waited on last (a variable and the op
+//   that held it, a fence and the op that raised it, a stream op's device work, room under max_in_flight, or nothing)
+//   and how long, from its push to that grant; the file ends with the critical path of the recorded window, which
+//   TraceCriticalPath() prints too (docs/pictures.md). With DEPENGINE_TRACE, the first engine of the process writes
 //   path, later ones path.2, path.3, ... Tracing adds a few microseconds per op; off, one load per op. A long or stuck
 //   run need not end to leave a trace: FlushTrace() writes what has been recorded so far, and so does a stall report
 //   (EngineOptions::stall_report_after), which marks in it the ops still in flight; the file is replaced whole, so a
