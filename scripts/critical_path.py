@@ -45,8 +45,6 @@ def load(path):
             "pushed": ns(args["pushed_ts"]) if "pushed_ts" in args else -1,
             "ready": ns(args["ready_ts"]) if "ready_ts" in args else -1,
             "from": args.get("waited_for_op", 0) if kind in ("variable", "fence", "device") else 0,
-            "released_at_start": args.get("released_at_start", False),
-            "device_wait": kind == "device",
             "reason": args.get("waited on", ""),
         }
     return ops
@@ -63,16 +61,17 @@ def critical_path(ops):
         steps.append(("run", at["start"], at["end"], at["label"] + " ran on " + at["lane"]))
         if at["ready"] < 0:
             break
-        if at["ready"] < at["start"]:
-            steps.append(("queued", at["ready"], at["start"], at["label"] + " queued (ready, not started)"))
         holder = ops.get(at["from"]) if at["from"] != 0 else None
         if holder is not None and at["from"] not in taken:
-            released = holder["start"] if holder["released_at_start"] and not at["device_wait"] else holder["end"]
-            since = min(released, at["ready"])
-            if since < at["ready"]:
-                steps.append(("wait", since, at["ready"], at["label"] + " waited for " + at["reason"]))
+            queued = min(max(at["ready"], holder["end"]), at["start"])
+            if queued < at["start"]:
+                steps.append(("queued", queued, at["start"], at["label"] + " queued (ready, not started)"))
+            if holder["end"] < queued:
+                steps.append(("wait", holder["end"], queued, at["label"] + " waited for " + at["reason"]))
             at = holder
             continue
+        if at["ready"] < at["start"]:
+            steps.append(("queued", at["ready"], at["start"], at["label"] + " queued (ready, not started)"))
         pushed = min(at["pushed"], at["ready"]) if at["pushed"] >= 0 else at["ready"]
         if pushed < at["ready"]:
             steps.append(("wait", pushed, at["ready"], at["label"] + " waited for " + at["reason"]))

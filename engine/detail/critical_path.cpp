@@ -32,20 +32,23 @@ std::vector<PathStep> critical_path(std::span<const PathOp> ops) {
     if (at->ready < 0) {  // no grant recorded: the path begins with this run
       break;
     }
-    if (at->ready < at->start) {
-      steps.push_back(
-          {PathStep::Kind::kQueued, at->ready, at->start, at->op, at->label + " queued (ready, not started)"});
-    }
     const auto holder = at->from != 0 ? by_op.find(at->from) : by_op.end();
     if (holder != by_op.end() && !taken.contains(at->from)) {
       const PathOp* from = holder->second;
-      const std::int64_t released = from->released_at_start && !at->device_wait ? from->start : from->end;
-      const std::int64_t since = std::min(released, at->ready);
-      if (since < at->ready) {
-        steps.push_back({PathStep::Kind::kWait, since, at->ready, at->op, at->label + " waited for " + at->reason});
+      const std::int64_t queued = std::min(std::max(at->ready, from->end), at->start);
+      if (queued < at->start) {
+        steps.push_back(
+            {PathStep::Kind::kQueued, queued, at->start, at->op, at->label + " queued (ready, not started)"});
+      }
+      if (from->end < queued) {
+        steps.push_back({PathStep::Kind::kWait, from->end, queued, at->op, at->label + " waited for " + at->reason});
       }
       at = from;
       continue;
+    }
+    if (at->ready < at->start) {
+      steps.push_back(
+          {PathStep::Kind::kQueued, at->ready, at->start, at->op, at->label + " queued (ready, not started)"});
     }
     const std::int64_t pushed = at->pushed >= 0 ? std::min(at->pushed, at->ready) : at->ready;
     if (pushed < at->ready) {

@@ -1,12 +1,14 @@
 // CriticalPath: the chain of ops and waits that set the length of a traced window (TraceRecorder::critical_path;
 // docs/pictures.md, "The critical path"; scripts/critical_path.py computes the same from a trace file).
 //
-// Start at the op whose slice ends last. Before its run it queued (from its last grant to its start), and before that
-// it waited (from the release of what gave it its last grant to that grant). If what gave it is an op of the window (a
-// variable's holder, a fence's raiser, a stream op whose device work it waited for), the path goes on from that op's
-// release: the end of its slice (the start for a stream op that released at its issue; the end when its device work
-// was waited for). Otherwise (ready at its push, a push held at the in-flight bound, an op outside the window) the wait
-// ran from the op's push, and the path begins there. Each op is taken once, so a malformed input still ends.
+// Start at the op whose slice ends last. If what gave it its last grant is an op of the window (a variable's holder,
+// a fence's raiser, a stream op whose device work it waited for), the path goes on from that op's end: before its run
+// the op queued from the later of its last grant and that end to its start, and, if the grant came after that end, it
+// waited from that end to the grant. (A stream op releases its successors at its issue, before its device work, but
+// none of them can run before that work is done: a stream successor runs behind it on the device, a CPU one is
+// parked until it completes. So the holder's end is the moment that counts.) Otherwise (ready at its push, a push held
+// at the in-flight bound, an op outside the window) it queued from its last grant and waited from its push, and the
+// path begins at that push. Each op is taken once, so a malformed input still ends.
 //
 // Thread safety: pure functions. Allocation: freely (a trace's slow path).
 #pragma once
@@ -25,10 +27,8 @@ struct PathOp {
   std::string lane;   // where it ran: "threadpool worker 0"
   std::int64_t start = 0, end = 0;
   std::int64_t pushed = -1, ready = -1;
-  std::uint64_t from = 0;          // the op that gave its last grant; 0: none in the window
-  bool released_at_start = false;  // it released its successors at its start (a stream op, at its issue)
-  bool device_wait = false;        // it waited for `from`'s device work: `from` released it at its end
-  std::string reason;              // what it waited on, in words ("v3 held by 'load' (op 3)")
+  std::uint64_t from = 0;  // the op that gave its last grant; 0: none in the window
+  std::string reason;      // what it waited on, in words ("v3 held by 'load' (op 3)")
 };
 
 struct PathStep {

@@ -149,6 +149,27 @@ void TraceRecorder::slice(Slice slice, std::int64_t ops_in_flight) {
 void TraceRecorder::flow(std::uint64_t from, std::uint64_t to, Flow kind) {
   std::lock_guard lock(mutex_);
   flows_.push_back(Arrow{from, to, kind});
+  if (kind != Flow::kRelease) waits_[to].after.push_back(from);  // a stream op whose work `to` could not run before
+}
+
+TraceRecorder::OpWait TraceRecorder::effective_locked(
+    std::uint64_t op, const std::unordered_map<std::uint64_t, const Slice*>& by_op) const {
+  const auto found = waits_.find(op);
+  if (found == waits_.end()) return OpWait{};
+  OpWait wait = found->second;
+  const Slice* last = nullptr;  // of the stream ops it was ordered after, the one whose work ended last
+  for (const std::uint64_t from : wait.after) {
+    const Slice* slice = find(by_op, from);
+    if (slice != nullptr && (last == nullptr || slice->end > last->end)) last = slice;
+  }
+  if (last == nullptr) return wait;
+  if (wait.why.kind == Wait::kDevice) {  // parked: it waited for that work, and was unparked once it was done
+    if (wait.why.from != last->op) wait.why = Waited{Wait::kDevice, last->op};
+  } else if (wait.ready >= 0 && last->end > wait.ready) {  // granted before that work was done: it waited on the device
+    wait.why = Waited{Wait::kDevice, last->op};
+    wait.ready = last->end;
+  }
+  return wait;
 }
 
 void TraceRecorder::stream_epoch(Axis axis, std::uint64_t epoch, std::uint64_t op, const WaitFrontier& requirement) {
@@ -235,15 +256,13 @@ std::vector<PathStep> TraceRecorder::path_locked(const std::unordered_map<std::u
     op.lane = lanes_[s.lane].name;
     op.start = s.start;
     op.end = s.end;
-    op.released_at_start = s.released_at_start;
-    if (const auto found = waits_.find(s.op); found != waits_.end()) {
-      const OpWait& wait = found->second;
+    if (waits_.contains(s.op)) {
+      const OpWait wait = effective_locked(s.op, by_op);
       op.pushed = wait.pushed;
       op.ready = wait.ready;
       op.from = wait.why.kind == Wait::kVariable || wait.why.kind == Wait::kFence || wait.why.kind == Wait::kDevice
                     ? wait.why.from
                     : 0;
-      op.device_wait = wait.why.kind == Wait::kDevice;
       op.reason = reason_locked(s.op, wait, by_op);
     }
   }
@@ -274,9 +293,8 @@ void TraceRecorder::write(std::span<const Mark> marks) const {
   for (const Slice& s : slices_) by_op.emplace(s.op, &s);
   // Why each op waited: its slice's args.
   auto append_wait_args = [&](std::string& text, const Slice& s) {
-    const auto found = waits_.find(s.op);
-    if (found == waits_.end()) return;
-    const OpWait& wait = found->second;
+    if (!waits_.contains(s.op)) return;
+    const OpWait wait = effective_locked(s.op, by_op);
     static constexpr const char* kKinds[] = {"outside", "none", "bound", "variable", "fence", "device"};
     text += ",\"waited on\":\"";
     append_escaped(text, reason_locked(s.op, wait, by_op));
@@ -286,7 +304,6 @@ void TraceRecorder::write(std::span<const Mark> marks) const {
     append_us(text, std::max<std::int64_t>(wait.ready - wait.pushed, 0));
     text += ",\"queued (us)\":";
     append_us(text, std::max<std::int64_t>(s.start - wait.ready, 0));
-    if (s.released_at_start) text += ",\"released_at_start\":true";
     text += ",\"waited_for_op\":" + std::to_string(wait.why.from) + ",\"pushed_ts\":";
     append_us(text, wait.pushed);
     text += ",\"ready_ts\":";

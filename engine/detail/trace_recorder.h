@@ -175,12 +175,17 @@ class TraceRecorder {
     std::int64_t pushed = -1, ready = -1;  // now() values; -1: not recorded
     bool async = false;                    // the op releases at its Completion
     Waited why;
+    std::vector<std::uint64_t> after;  // the stream ops it was ordered after (its device, elided and host wait arrows)
   };
   std::unordered_map<std::uint64_t, OpWait> waits_;  // guarded by mutex_
   std::vector<Counter> in_flight_;                   // guarded by mutex_: (at, ops)
   std::vector<Counter> device_waits_;                // guarded by mutex_: (at, issued, elided)
 
-  // Require mutex_; `by_op`: each slice by its op.
+  // Require mutex_; `by_op`: each slice by its op. effective_locked() is `op`'s wait as its slice tells it: if it was
+  // ordered after a stream op whose work ended after its last grant (a stream op waits for it on the device; a CPU op
+  // is parked until it completes), it waited for that work, until then.
+  [[nodiscard]] OpWait effective_locked(std::uint64_t op,
+                                        const std::unordered_map<std::uint64_t, const Slice*>& by_op) const;
   [[nodiscard]] std::vector<PathStep> path_locked(const std::unordered_map<std::uint64_t, const Slice*>& by_op) const;
   [[nodiscard]] std::string reason_locked(std::uint64_t waiter, const OpWait& wait,
                                           const std::unordered_map<std::uint64_t, const Slice*>& by_op) const;

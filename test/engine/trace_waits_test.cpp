@@ -46,6 +46,17 @@ void spin(std::chrono::microseconds duration) {
   }
 }
 
+// An op whose work is spin(duration): on a CPU executor its function; on a stream, the host task it launches there.
+auto work(std::chrono::microseconds duration) {
+  return [duration](const RunContext& ctx) {
+    if (ctx.stream == nullptr) {
+      spin(duration);
+    } else {
+      launch_host(*ctx.stream, HostTask([duration] { spin(duration); }));
+    }
+  };
+}
+
 TEST_CASE("each slice names what its op waited on last: a variable's holder, a fence and its raiser, nothing",
           "[engine][trace][waits]") {
   Watchdog watchdog("wait reasons");
@@ -170,10 +181,11 @@ TEST_CASE("replayed ops name what they waited on", "[engine][trace][waits][graph
 }
 
 // A chain of three ops that each spin kChain, each reading what the one before wrote, and beside it short branches that
-// read a link of the chain and end long before the chain does.
+// read a link of the chain and end long before the chain does; on a pool, and on streams (where each op's work is a
+// task on its stream, which its successors on other streams wait for on the device).
 TEST_CASE("the critical path of a chain with short side branches is the chain", "[engine][trace][critical path]") {
   constexpr std::chrono::microseconds kChain{20'000}, kBranch{500};
-  for (const auto& factory : {threadpool_factory(1), threadpool_factory(2)}) {
+  for (const auto& factory : {threadpool_factory(1), threadpool_factory(2), host_stream_factory()}) {
     DYNAMIC_SECTION(factory.name) {
       Watchdog watchdog("critical path on " + factory.name);
       const std::string path = temporary_trace_path("critical");
@@ -186,8 +198,8 @@ TEST_CASE("the critical path of a chain with short side branches is the chain", 
       engine.StartTrace(path);
       for (std::size_t i = 0; i < 3; ++i) {
         const std::vector<Var> after = i == 0 ? std::vector<Var>{} : std::vector<Var>{links[i - 1]};
-        engine.Push([=] { spin(kChain); }, after, {links[i]}, {.name = "chain " + std::to_string(i)});
-        if (i < 2) engine.Push([=] { spin(kBranch); }, {links[i]}, {sides[i]}, {.name = "side " + std::to_string(i)});
+        engine.Push(work(kChain), after, {links[i]}, {.name = "chain " + std::to_string(i)});
+        if (i < 2) engine.Push(work(kBranch), {links[i]}, {sides[i]}, {.name = "side " + std::to_string(i)});
       }
       engine.WaitForAll();
       const std::string text = engine.TraceCriticalPath();  // of the trace on, so far
