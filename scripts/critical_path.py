@@ -39,6 +39,7 @@ def load(path):
         ops[op] = {
             "op": op,
             "label": ("'%s' " % name if name else "") + "(op %d)" % op,
+            "lane_id": event["tid"],
             "lane": lanes.get(event["tid"], "?"),
             "start": ns(event["ts"]),
             "end": ns(event["ts"] + event["dur"]),
@@ -53,6 +54,11 @@ def load(path):
 def critical_path(ops):
     if not ops:
         return []
+    by_lane = {}
+    for op in ops.values():
+        by_lane.setdefault(op["lane_id"], []).append(op)
+    for lane in by_lane.values():
+        lane.sort(key=lambda op: (op["end"], op["op"]))
     at = max(ops.values(), key=lambda op: (op["end"], -op["op"]))
     steps = []  # last step first
     taken = set()
@@ -61,17 +67,28 @@ def critical_path(ops):
         steps.append(("run", at["start"], at["end"], at["label"] + " ran on " + at["lane"]))
         if at["ready"] < 0:
             break
-        holder = ops.get(at["from"]) if at["from"] != 0 else None
-        if holder is not None and at["from"] not in taken:
-            queued = min(max(at["ready"], holder["end"]), at["start"])
-            if queued < at["start"]:
-                steps.append(("queued", queued, at["start"], at["label"] + " queued (ready, not started)"))
+        holder = ops.get(at["from"]) if at["from"] != 0 and at["from"] not in taken else None
+        released = max(at["ready"], holder["end"]) if holder is not None else at["ready"]
+        # The op that ran last on its lane before it started: if that ended after the op could run, the lane held it.
+        busy = None
+        for op in reversed(by_lane[at["lane_id"]]):
+            if op["end"] <= at["start"] and op is not at and op["op"] not in taken:
+                busy = op
+                break
+        if busy is not None and busy["end"] > released:
+            if busy["end"] < at["start"]:
+                steps.append(("queued", busy["end"], at["start"],
+                              at["label"] + " queued (ready, its lane busy with " + busy["label"] + ")"))
+            at = busy
+            continue
+        queued = min(released, at["start"])
+        if queued < at["start"]:
+            steps.append(("queued", queued, at["start"], at["label"] + " queued (ready, not started)"))
+        if holder is not None:
             if holder["end"] < queued:
                 steps.append(("wait", holder["end"], queued, at["label"] + " waited for " + at["reason"]))
             at = holder
             continue
-        if at["ready"] < at["start"]:
-            steps.append(("queued", at["ready"], at["start"], at["label"] + " queued (ready, not started)"))
         pushed = min(at["pushed"], at["ready"]) if at["pushed"] >= 0 else at["ready"]
         if pushed < at["ready"]:
             steps.append(("wait", pushed, at["ready"], at["label"] + " waited for " + at["reason"]))

@@ -1,6 +1,8 @@
 // CriticalPath (critical_path.h): walked back from the op that ends last.
 #include <algorithm>
 #include <cstdio>
+#include <iterator>
+#include <string_view>
 #include <unordered_map>
 #include <unordered_set>
 
@@ -20,7 +22,13 @@ std::string ms(std::int64_t ns) {
 std::vector<PathStep> critical_path(std::span<const PathOp> ops) {
   if (ops.empty()) return {};
   std::unordered_map<std::uint64_t, const PathOp*> by_op;
-  for (const PathOp& op : ops) by_op.emplace(op.op, &op);
+  std::unordered_map<std::uint32_t, std::vector<const PathOp*>> by_lane;  // each lane's ops, by their end
+  for (const PathOp& op : ops) {
+    by_op.emplace(op.op, &op);
+    by_lane[op.lane_id].push_back(&op);
+  }
+  auto by_end = [](const PathOp* a, const PathOp* b) { return a->end < b->end || (a->end == b->end && a->op < b->op); };
+  for (auto& [lane, list] : by_lane) std::sort(list.begin(), list.end(), by_end);
   const PathOp* at = &*std::max_element(ops.begin(), ops.end(), [](const PathOp& a, const PathOp& b) {
     return a.end < b.end || (a.end == b.end && a.op > b.op);  // the earliest pushed of those that end together
   });
@@ -29,26 +37,34 @@ std::vector<PathStep> critical_path(std::span<const PathOp> ops) {
   while (true) {
     taken.insert(at->op);
     steps.push_back({PathStep::Kind::kRun, at->start, at->end, at->op, at->label + " ran on " + at->lane});
-    if (at->ready < 0) {  // no grant recorded: the path begins with this run
-      break;
-    }
+    if (at->ready < 0) break;  // no grant recorded: the path begins with this run
     const auto holder = at->from != 0 ? by_op.find(at->from) : by_op.end();
-    if (holder != by_op.end() && !taken.contains(at->from)) {
-      const PathOp* from = holder->second;
-      const std::int64_t queued = std::min(std::max(at->ready, from->end), at->start);
-      if (queued < at->start) {
-        steps.push_back(
-            {PathStep::Kind::kQueued, queued, at->start, at->op, at->label + " queued (ready, not started)"});
+    const PathOp* from = holder != by_op.end() && !taken.contains(at->from) ? holder->second : nullptr;
+    const std::int64_t released = from != nullptr ? std::max(at->ready, from->end) : at->ready;
+    // The op that ran last on its lane before it started: if that ended after the op could run, the lane held it.
+    const std::vector<const PathOp*>& lane = by_lane[at->lane_id];
+    auto before = std::upper_bound(lane.begin(), lane.end(), at->start,
+                                   [](std::int64_t start, const PathOp* op) { return start < op->end; });
+    while (before != lane.begin() && (*std::prev(before) == at || taken.contains((*std::prev(before))->op))) --before;
+    const PathOp* busy = before != lane.begin() ? *std::prev(before) : nullptr;
+    if (busy != nullptr && busy->end > released) {
+      if (busy->end < at->start) {
+        steps.push_back({PathStep::Kind::kQueued, busy->end, at->start, at->op,
+                         at->label + " queued (ready, its lane busy with " + busy->label + ")"});
       }
+      at = busy;
+      continue;
+    }
+    const std::int64_t queued = std::min(released, at->start);
+    if (queued < at->start) {
+      steps.push_back({PathStep::Kind::kQueued, queued, at->start, at->op, at->label + " queued (ready, not started)"});
+    }
+    if (from != nullptr) {
       if (from->end < queued) {
         steps.push_back({PathStep::Kind::kWait, from->end, queued, at->op, at->label + " waited for " + at->reason});
       }
       at = from;
       continue;
-    }
-    if (at->ready < at->start) {
-      steps.push_back(
-          {PathStep::Kind::kQueued, at->ready, at->start, at->op, at->label + " queued (ready, not started)"});
     }
     const std::int64_t pushed = at->pushed >= 0 ? std::min(at->pushed, at->ready) : at->ready;
     if (pushed < at->ready) {

@@ -1,14 +1,17 @@
 // CriticalPath: the chain of ops and waits that set the length of a traced window (TraceRecorder::critical_path;
 // docs/pictures.md, "The critical path"; scripts/critical_path.py computes the same from a trace file).
 //
-// Start at the op whose slice ends last. If what gave it its last grant is an op of the window (a variable's holder,
-// a fence's raiser, a stream op whose device work it waited for), the path goes on from that op's end: before its run
-// the op queued from the later of its last grant and that end to its start, and, if the grant came after that end, it
-// waited from that end to the grant. (A stream op releases its successors at its issue, before its device work, but
-// none of them can run before that work is done: a stream successor runs behind it on the device, a CPU one is
-// parked until it completes. So the holder's end is the moment that counts.) Otherwise (ready at its push, a push held
-// at the in-flight bound, an op outside the window) it queued from its last grant and waited from its push, and the
-// path begins at that push. Each op is taken once, so a malformed input still ends.
+// Start at the op whose slice ends last, and go back from each op to what held it last:
+//   - its lane (the thread or stream it ran on), if the op that ran there before it ended after the op could run (its
+//     last grant, or its holder's end, below): it queued behind that op, and the path goes on from that op;
+//   - else the op that gave its last grant, if that is an op of the window (a variable's holder, a fence's raiser, a
+//     stream op whose device work it waited for): it queued from the later of its grant and that op's end, and waited
+//     from that end to its grant if the grant came later; the path goes on from that op. (A stream op releases its
+//     successors at its issue, before its device work, but none of them can run before that work is done: a stream
+//     successor runs behind it on the device, a CPU one is parked until it completes. So its end is what counts.)
+//   - else (ready at its push, a push held at the in-flight bound, an op outside the window) it queued from its grant
+//     and waited from its push: the path begins at that push, which is the program's doing, not the engine's.
+// Each op is taken once, so a malformed input still ends.
 //
 // Thread safety: pure functions. Allocation: freely (a trace's slow path).
 #pragma once
@@ -23,8 +26,9 @@ namespace depengine::detail {
 // An op of the window as the path needs it. Times are ns on one clock; -1: not known.
 struct PathOp {
   std::uint64_t op = 0;
-  std::string label;  // "'forward' (op 12)"
-  std::string lane;   // where it ran: "threadpool worker 0"
+  std::string label;          // "'forward' (op 12)"
+  std::uint32_t lane_id = 0;  // where it ran (two lanes may have the same name: two pools' worker 0)
+  std::string lane;           // its name: "threadpool worker 0"
   std::int64_t start = 0, end = 0;
   std::int64_t pushed = -1, ready = -1;
   std::uint64_t from = 0;  // the op that gave its last grant; 0: none in the window

@@ -253,6 +253,7 @@ std::vector<PathStep> TraceRecorder::path_locked(const std::unordered_map<std::u
     PathOp& op = ops.emplace_back();
     op.op = s.op;
     op.label = op_label(s.name, s.op);
+    op.lane_id = s.lane;
     op.lane = lanes_[s.lane].name;
     op.start = s.start;
     op.end = s.end;
