@@ -232,13 +232,21 @@ void EngineTrace::unparked(const OpRecord& op) noexcept {
   }
 }
 
-void EngineTrace::replayed(const GraphPlan& plan, std::uint64_t first, const GraphOp* ops,
-                           const TaskList& ready) noexcept {
+void EngineTrace::replay_pushed(const GraphPlan& plan, std::uint64_t first) noexcept {
   TraceRecorder* trace = recorder();
   if (trace == nullptr) return;
   try {
     const std::int64_t at = trace->now();
     for (std::uint32_t i = 0; i < plan.size(); ++i) trace->pushed(first + i, at, plan.op(i).async);
+  } catch (...) {  // as in cpu_op
+  }
+}
+
+void EngineTrace::replay_ready(std::uint64_t first, const GraphOp* ops, const TaskList& ready) noexcept {
+  TraceRecorder* trace = recorder();
+  if (trace == nullptr) return;
+  try {
+    const std::int64_t at = trace->now();
     for (const Task* task = ready.front(); task != nullptr; task = task->next_) {
       const auto index = static_cast<std::uint64_t>(static_cast<const GraphOp*>(task) - ops);
       trace->ready(first + index, at, TraceRecorder::Waited{TraceRecorder::Wait::kNone});

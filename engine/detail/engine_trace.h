@@ -70,9 +70,10 @@ class EngineTrace {
   void fence_reached(const OpRecord& op, const Fence& fence) noexcept;
   // ... or, parked on the tracker, it was unparked: the device work it waited for completed.
   void unparked(const OpRecord& op) noexcept;
-  // Replay: the ops of `plan` (`ops` in its instance), from trace id `first`, were replayed now; those of `ready` are
-  // ready at once.
-  void replayed(const GraphPlan& plan, std::uint64_t first, const GraphOp* ops, const TaskList& ready) noexcept;
+  // Replay: the ops of `plan`, from trace id `first`, are replayed now; once published, those of `ready` (`ops`: the
+  // instance's) are ready at once.
+  void replay_pushed(const GraphPlan& plan, std::uint64_t first) noexcept;
+  void replay_ready(std::uint64_t first, const GraphOp* ops, const TaskList& ready) noexcept;
 
   // While a traced op raises or promises its signal fences on this thread, the op that reached fences were raised by.
   class FenceRaiser {

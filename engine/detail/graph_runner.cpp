@@ -70,6 +70,7 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
   instance->scope = scope;
   instance->owner = current_owner();
   instance->trace_ops = core_.trace().on() ? TraceRecorder::next_ops(count) : 0;
+  if (instance->trace_ops != 0) core_.trace().replay_pushed(*plan, instance->trace_ops);
 
   // Publish, as a push does: every queue locked at once, the handles checked under the locks, then the appends. An op
   // granted by a join at append is counted down here: no other thread can grant it meanwhile (its other joins wait for
@@ -127,7 +128,7 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
   }
   for (const std::uint32_t root : plan->roots()) ready.push_back(&instance->ops[root]);
   // The ops in `ready` hold the instance: it cannot end before they run.
-  if (instance->trace_ops != 0) core_.trace().replayed(*plan, instance->trace_ops, instance->ops.get(), ready);
+  if (instance->trace_ops != 0) core_.trace().replay_ready(instance->trace_ops, instance->ops.get(), ready);
   submit_in_priority_order(ready);
 }
 
@@ -249,8 +250,8 @@ void GraphRunner::complete(GraphOp* op, const GraphPlan::Op& planned, const std:
     }
     GraphOp& next = ops[index];
     if (!next.grant()) continue;
-    if (traced != 0) core_.trace().replay_release(plan, index_of(op), index, traced);  // next is ours: the instance
-    // cannot end meanwhile
+    // `next` is ours: the instance cannot end while its arrow is drawn.
+    if (traced != 0) core_.trace().replay_release(plan, index_of(op), index, traced);
     ready.push_back(&next);
   }
   if (retire) retire_instance(instance);
