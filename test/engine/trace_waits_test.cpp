@@ -81,7 +81,8 @@ TEST_CASE("each slice names what its op waited on last: a variable's holder, a f
   engine.Push([] {}, {}, {}, {.name = "outside", .wait_fences = {{&t, 2}}});
   REQUIRE(holder.release());
   engine.WaitForVar(w);
-  t.signal_external(2);  // reached from outside the engine
+  engine.WaitForFence({&t, 1});  // raised by 'raiser' (else the signal below may reach it first)
+  t.signal_external(2);          // reached from outside the engine
   engine.WaitForAll();
   engine.StopTrace();
   const TraceFile trace = read_trace(path);
