@@ -120,6 +120,8 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
   // Our grant of each join waiting in its queue: it may be routed now (its queue may have granted it already). Once
   // the last is given, the whole replay may run and retire on other threads, and a concurrent Replay of the graph take
   // the instance again: nothing of it is read after that grant, unless `ready` or a root still holds it back.
+  const std::uint64_t traced = instance->trace_ops;  // read before: see above
+  GraphOp* const ops = instance->ops.get();
   for (std::size_t j = 0; linked > 0; ++j) {
     GraphJoin& join = instance->joins[j];
     if (!join.linked) continue;
@@ -127,8 +129,9 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
     if (join.grant()) grant_join(&join, ready);
   }
   for (const std::uint32_t root : plan->roots()) ready.push_back(&instance->ops[root]);
-  // The ops in `ready` hold the instance: it cannot end before they run.
-  if (instance->trace_ops != 0) core_.trace().replay_ready(instance->trace_ops, instance->ops.get(), ready);
+  // Traced: the ops in `ready` were ready once the replay was published (replay_ready only tells them apart by their
+  // address in `ops`; it touches no instance).
+  if (traced != 0 && !ready.empty()) core_.trace().replay_ready(traced, ops, ready);
   submit_in_priority_order(ready);
 }
 
