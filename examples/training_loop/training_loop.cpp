@@ -20,9 +20,9 @@
 // recorded into a CUDA graph by its first replay and relaunched by the others, so there the batch's upload is pushed
 // before each replay instead of captured (see train()).
 //
-// --trace-step N (with --trace) traces the N-th step of the first epoch alone (the engine idle before it, and its every
-// op done when the trace stops, so the next step's ops do not overlap it) and prints the trace's critical path
-// (Engine::TraceCriticalPath): which ops and waits set the step's length (docs/pictures.md).
+// --trace-step N (with --trace) traces the N-th step of the first epoch of the pushed run alone (the engine idle before
+// it, and its every op done when the trace stops, so the next step's ops do not overlap it) and prints the trace's
+// critical path (Engine::TraceCriticalPath): which ops and waits set the step's length (docs/pictures.md).
 //
 // --dot FILE (with --replay) writes the captured step as a Graphviz DOT graph (Graph::write_dot): render it with
 // `dot -Tpng FILE -o step.png` (docs/pictures.md shows it).
