@@ -182,7 +182,8 @@ Buffer Buffers::allocate(std::size_t bytes, std::uint32_t device, std::int32_t s
           state->reserved.emplace(done);
           from->reserve(state->bytes, alignment, state->reservation);
         },
-        {}, {buffer.var_, order_[device]}, PushOptions{.context = {.executor = cpu_executor_}, .name = "reserve"});
+        {}, {buffer.var_, order_[device]},
+        PushOptions{.context = {.executor = cpu_executor_}, .name = "pool reservation"});
     if (executor == nullptr) return buffer;  // host memory: the reservation's grant is the allocation
     // The alloca op: its stream is known now, so the pool may swap the reserved block for one this stream already
     // follows (MemoryPool::settle); the stream waits for what is left of the block's death frontier.

@@ -49,6 +49,7 @@ std::uint64_t Engine::Version(Var var) const { return core_->version(var); }
 std::size_t Engine::InFlight() const noexcept { return core_->in_flight_now(); }
 
 std::string Engine::InFlightReport() const { return core_->diagnostics().snapshot_in_flight().text; }
+std::string Engine::InFlightReportDot() const { return core_->diagnostics().in_flight_dot(); }
 std::optional<std::string> Engine::FailedOpName(const std::exception_ptr& error) const {
   return core_->diagnostics().errors().op_of(error);
 }
@@ -85,5 +86,6 @@ ReportHook Engine::AtReport(std::function<std::string()> describe) {
 void Engine::StartTrace(std::string path) { core_->diagnostics().trace().start(std::move(path)); }
 void Engine::StopTrace() { core_->stop_trace(); }
 void Engine::FlushTrace() { core_->diagnostics().flush_trace(); }
+std::string Engine::TraceCriticalPath() const { return core_->diagnostics().trace().critical_path(); }
 
 }  // namespace depengine

@@ -60,7 +60,10 @@
 //   chrome://tracing): a lane per host thread and per stream, a slice per op with its name and variables, an arrow
 //   per dependency (from a CPU op to the ops its completion made ready; from a stream op to each op ordered after it,
 //   marked as a device wait, an elided one, or a host wait), and counters of ops in flight and device waits issued and
-//   elided (engine/detail/trace_recorder.h). With DEPENGINE_TRACE, the first engine of the process writes
+//   elided (engine/detail/trace_recorder.h). Each slice also says what its op waited on last (a variable and the op
+//   that held it, a fence and the op that raised it, a stream op's device work, room under max_in_flight, or nothing)
+//   and how long, from its push to that grant; the file ends with the critical path of the recorded window, which
+//   TraceCriticalPath() prints too (docs/pictures.md). With DEPENGINE_TRACE, the first engine of the process writes
 //   path, later ones path.2, path.3, ... Tracing adds a few microseconds per op; off, one load per op. A long or stuck
 //   run need not end to leave a trace: FlushTrace() writes what has been recorded so far, and so does a stall report
 //   (EngineOptions::stall_report_after), which marks in it the ops still in flight; the file is replaced whole, so a
@@ -303,6 +306,11 @@ class Engine {
   // and one waiting on fences alone, are counted but not named. Takes every variable's locks in turn; for diagnosis,
   // not a hot path.
   [[nodiscard]] std::string InFlightReport() const;
+  // The same wait-for graph as a Graphviz DOT digraph (render it with `dot -Tsvg`): a node per op the report names,
+  // an edge from each op to each op it waits for, labelled with the variable ("v3") or the fence, a node for a fence
+  // that no op in flight signals, and the first wait cycle, if there is one, in red (docs/pictures.md). Pushes blocked
+  // at max_in_flight and what AtReport hooks add are in the text only. Costs as InFlightReport.
+  [[nodiscard]] std::string InFlightReportDot() const;
 
   // Ops pushed and not yet completed, at some moment during the call. (If completions keep landing between its reads
   // for 64 tries in a row, it returns an upper bound of that count instead.)
@@ -343,6 +351,13 @@ class Engine {
   // or a later FlushTrace rewrites it. Does not wait for anything; may be called from inside an op. Throws Error if no
   // trace is on or the file cannot be written.
   void FlushTrace();
+  // The critical path of the trace on now (of what it recorded so far), or else of the last trace stopped, in words:
+  // the chain of ops and waits that set the length of the recorded window, from the op that ended last back through
+  // what each op waited for last (a variable and the op that held it, a fence and the op that raised it, a stream op's
+  // device work) to a push that waited for nothing recorded, each step with its start and length in ms on the trace's
+  // clock; the trace file ends with the same (docs/pictures.md, "The critical path"; scripts/critical_path.py prints it
+  // from a file). Throws Error if this engine recorded no trace. For diagnosis: takes the trace's mutex and allocates.
+  [[nodiscard]] std::string TraceCriticalPath() const;
 
  private:
   // A push in three steps, so that the function is constructed in place in the op's record: take a record (throws

@@ -1,3 +1,6 @@
+#include <ostream>
+
+#include <depengine/engine/detail/graph_dot.h>
 #include <depengine/engine/detail/graph_lifetime.h>
 #include <depengine/engine/detail/graph_plan.h>
 #include <depengine/engine/detail/stream_graph.h>
@@ -26,6 +29,16 @@ Graph::~Graph() = default;
 
 std::size_t Graph::size() const noexcept {
   return plan_ != nullptr ? plan_->size() : streams_ != nullptr ? streams_->size() : 0;
+}
+
+void Graph::write_dot(std::ostream& out) const {
+  if (plan_ != nullptr) {
+    detail::write_dot(*plan_, out);
+  } else if (streams_ != nullptr) {
+    detail::write_dot(*streams_, out);
+  } else {
+    out << "digraph depengine_graph {\n}\n";
+  }
 }
 
 }  // namespace depengine

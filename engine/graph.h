@@ -60,6 +60,7 @@
 #pragma once
 
 #include <cstddef>
+#include <iosfwd>
 #include <memory>
 #include <utility>
 
@@ -94,6 +95,16 @@ class Graph {
   // The number of ops a replay runs (0 for an empty graph).
   [[nodiscard]] std::size_t size() const noexcept;
   [[nodiscard]] bool empty() const noexcept { return size() == 0; }
+
+  // Writes the graph as a Graphviz DOT digraph to `out` (render it with `dot -Tsvg` or `dot -Tpng`): a node per op,
+  // named after PushOptions::name ("op <i>", its place in captured order, when it has none); an edge per dependency
+  // among the graph's ops, labelled with the variables that order them ("v7", as traces name variables); the
+  // boundary variables as nodes of their own, "from before" (read by the graph before it writes them, so a replay
+  // waits for what was pushed before it) and "for after" (written by it for what is pushed after); the ops of a graph
+  // of stream ops in a cluster for their device and stream. An empty graph writes an empty digraph.
+  // docs/pictures.md shows one. Any thread, also while replays of the graph are in flight; allocates. Writes through
+  // `out`, whose errors are the stream's (its state, or its exceptions if it enables them).
+  void write_dot(std::ostream& out) const;
 
  private:
   friend class detail::GraphRunner;

@@ -18,6 +18,7 @@ packages=(
   hipcc libamdhip64-dev               # the HIP stream backend (HIP 5.2 runtime; hipcc turns DEPENGINE_WITH_HIP on)
   python3 python3-matplotlib          # scripts/trace_to_png.py: renders traces
   doxygen                             # the API reference (target docs; the api_reference test)
+  graphviz                            # dot: renders the DOT that graphs and in-flight reports write (docs/pictures.md)
   python3-dev pybind11-dev python3-pybind11   # python/: the depengine module (pybind11 2.10, Python 3.11)
   python3-numpy python3-pytest        # python/: engine arrays; test/python/ (pytest, run by ctest)
   python3-tqdm python3-mpi4py         # examples/python/: progress bar, gradient aggregation under mpirun

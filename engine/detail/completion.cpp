@@ -214,7 +214,7 @@ void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* s
     while (OpNode* node = granted.pop_front()) route(node, ready);
     return;
   }
-  trace().flows(op, op->trace_op, granted);
+  trace().flows(*op, granted);
   while (OpNode* node = granted.pop_front()) {
     if (node->owner_kind == kGraphJoin) {
       graphs_.grant_join(static_cast<GraphJoin*>(node), ready, op->trace_op);

@@ -92,6 +92,8 @@ ReportHook Diagnostics::at_report(std::function<std::string()> describe) {
   return ReportHook(std::move(state));
 }
 
+std::string Diagnostics::in_flight_dot() { return build_in_flight_dot(vars_, in_flight_.now(), clock_); }
+
 InFlightSnapshot Diagnostics::snapshot_in_flight() {
   const std::size_t count = in_flight_.now();
   InFlightSnapshot snapshot = build_in_flight_report(vars_, count, clock_);

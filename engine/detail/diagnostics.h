@@ -52,6 +52,8 @@ class Diagnostics {
   // What the ops in flight wait for (in_flight_report.h), the pushes blocked at the bound, and what the report hooks
   // add.
   [[nodiscard]] InFlightSnapshot snapshot_in_flight();
+  // The ops in flight and what each waits for, as DOT (Engine::InFlightReportDot).
+  [[nodiscard]] std::string in_flight_dot();
   // Engine::FlushTrace: writes the trace on now as recorded so far; throws Error if none is on.
   void flush_trace() const;
 

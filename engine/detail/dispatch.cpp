@@ -57,6 +57,7 @@ void EngineCore::park(OpRecord* op) noexcept {
 
 void EngineCore::unparked(TrackerWaiter& waiter, std::exception_ptr error) noexcept {
   OpRecord* op = static_cast<ParkWaiter&>(waiter).op;
+  if (op->trace_op != 0) op->engine->trace().unparked(*op);  // why it waited: the device work
   if (error != nullptr) op->engine->take_input_error(op, error);
   op->executor()->submit(*op);
 }

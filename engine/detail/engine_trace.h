@@ -24,6 +24,7 @@
 #include <depengine/engine/detail/graph_plan.h>
 #include <depengine/engine/detail/op_record.h>
 #include <depengine/engine/detail/trace_recorder.h>
+#include <depengine/engine/fence.h>
 #include <depengine/engine/var_queue/op_node.h>
 
 namespace depengine::detail {
@@ -56,8 +57,35 @@ class EngineTrace {
   // slice is named "<name> (replay <replay>)".
   void replayed_op(const GraphPlan& plan, const GraphPlan::Op& op, std::uint64_t id, std::int64_t replay,
                    Executor* executor, int worker, std::int64_t start, std::size_t in_flight) noexcept;
-  // Op `from` gave op `to` its last grant (two ops of one replay).
-  void flow(std::uint64_t from, std::uint64_t to) noexcept;
+  // Op `from` of replay `traced` (its first op's trace id) of `plan` gave op `to` of the same replay its last grant.
+  void replay_release(const GraphPlan& plan, std::uint32_t from, std::uint32_t to, std::uint64_t traced) noexcept;
+  // The pushed op with trace id `from` gave replayed op `to` its last grant, through the replay's join of `var`.
+  void join_release(std::uint64_t from, std::uint64_t to, const VarState* var, std::uint32_t tag) noexcept;
+  // Why ops waited (trace_recorder.h, Wait): a traced op was pushed (its record's trace id just given)...
+  void pushed(const OpRecord& op) noexcept;
+  // ... its push gave its last grant (`bound`: after waiting at EngineOptions::max_in_flight) ...
+  void ready_at_push(const OpRecord& op, bool bound = false) noexcept;
+  // ... its last wait fence was reached or promised (by the op that raises it, if the thread is raising it for one:
+  // FenceRaiser) ...
+  void fence_reached(const OpRecord& op, const Fence& fence) noexcept;
+  // ... or, parked on the tracker, it was unparked: the device work it waited for completed.
+  void unparked(const OpRecord& op) noexcept;
+  // Replay: the ops of `plan`, from trace id `first`, are replayed now; once published, those of `ready` (`ops`: the
+  // instance's) are ready at once.
+  void replay_pushed(const GraphPlan& plan, std::uint64_t first) noexcept;
+  void replay_ready(std::uint64_t first, const GraphOp* ops, const TaskList& ready) noexcept;
+
+  // While a traced op raises or promises its signal fences on this thread, the op that reached fences were raised by.
+  class FenceRaiser {
+   public:
+    explicit FenceRaiser(const OpRecord* op) noexcept;
+    ~FenceRaiser();
+    FenceRaiser(const FenceRaiser&) = delete;
+    FenceRaiser& operator=(const FenceRaiser&) = delete;
+
+   private:
+    const OpRecord* outer_;
+  };
   // A stream op is issued at `signal` (its stream's axis, its epoch there): remembers its lane, the issue time and the
   // epoch (or drops it from the trace), and draws its arrows from the stream ops its wait frontier names, as device
   // waits where `waited` has the entry's bit (ExecutorHost::issue), elided otherwise.
@@ -65,10 +93,16 @@ class EngineTrace {
   // A stream op has completed; also samples the device waits of `executors`.
   void stream_op(const OpRecord& op, std::size_t in_flight,
                  std::span<const std::unique_ptr<Executor>> executors) noexcept;
-  // The op with trace id `from` (a pushed op's, or a replayed op's) gave every pushed op in `granted` its last grant.
-  // Joins of replays in `granted` are passed over: GraphRunner::grant_join() draws their arrows. A stream op's release
-  // draws none: its successors draw theirs from their wait frontiers (stream_issue, cpu_op), whatever released them.
-  void flows(const OpRecord* from_op, std::uint64_t from, const ReadyList& granted) noexcept;
+  // The pushed op `from_op` gave every pushed op in `granted` its last grant, through the variables they share: the
+  // arrows, and why those ops waited. Joins of replays in `granted` are passed over: GraphRunner::grant_join() draws
+  // their arrows. A stream op's release draws no arrows: its successors draw theirs from their wait frontiers
+  // (stream_issue, cpu_op), whatever released them.
+  void flows(const OpRecord& from_op, const ReadyList& granted) noexcept;
+  // The same for op `index` of a replay of `plan` whose ops' trace ids start at `traced`.
+  void flows(const GraphPlan& plan, std::uint32_t index, std::uint64_t traced, const ReadyList& granted) noexcept;
+
+  // TraceRecorder::critical_path() of the trace on now, or else of the last one stopped; Error if there was none.
+  [[nodiscard]] std::string critical_path();
 
  private:
   std::atomic<TraceRecorder*> current_{nullptr};

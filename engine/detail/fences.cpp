@@ -39,6 +39,7 @@ void EngineCore::fence_done(TimelineWaiter& waiter, const TimelineWaitResult& re
     engine->arm_fence(op);
     return;
   }
+  if (op->trace_op != 0) engine->trace().fence_reached(*op, op->wait_fences[op->next_fence - 1]);
   // Signalled from inside a running op of this engine (its completion, most often): the op joins that executor's ready
   // list, so a chain of ops ordered by fences runs in the executor's loop instead of nesting callbacks (the inline
   // executor would otherwise run each op inside its predecessor's signal).
@@ -59,6 +60,7 @@ void EngineCore::fence_done(TimelineWaiter& waiter, const TimelineWaitResult& re
 void EngineCore::promise_fences(OpRecord* op) noexcept {
   TimelineRequirement requirement(op->requirement);
   requirement.insert_or_raise(op->issued_at.axis, op->issued_at.epoch);
+  const EngineTrace::FenceRaiser raiser(op);  // the waiters' callbacks run here: a trace names the op
   for (const Fence& fence : op->signal_fences) (void)fence.timeline->promise(fence.value, &tracker_, requirement);
 }
 
@@ -68,6 +70,7 @@ void EngineCore::promise_fences(OpRecord* op) noexcept {
 // executor advances the tracker, which WaitForVar waits on, only after complete_issued.)
 void EngineCore::signal_fences(OpRecord* op, const std::exception_ptr& error) noexcept {
   if (!op->signals_fences) return;
+  const EngineTrace::FenceRaiser raiser(op);  // the waiters' callbacks run here: a trace names the op
   if (error != nullptr) {
     for (const Fence& fence : op->signal_fences) (void)fence.timeline->fail(error);
     return;

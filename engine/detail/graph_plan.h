@@ -232,6 +232,7 @@ class GraphPlan {
   [[nodiscard]] std::uint32_t engine_id() const noexcept { return engine_id_; }
   [[nodiscard]] std::size_t size() const noexcept { return ops_.size(); }
   [[nodiscard]] Op& op(std::uint32_t index) noexcept { return ops_[index]; }
+  [[nodiscard]] const Op& op(std::uint32_t index) const noexcept { return ops_[index]; }
   [[nodiscard]] const std::vector<Join>& joins() const noexcept { return joins_; }
   [[nodiscard]] const Use* uses(const Op& op) const noexcept { return uses_.data() + op.uses.begin; }
   // An op's successors: an index below size() is an op, one at size() + r the relay relays()[r].

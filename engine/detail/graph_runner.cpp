@@ -70,6 +70,7 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
   instance->scope = scope;
   instance->owner = current_owner();
   instance->trace_ops = core_.trace().on() ? TraceRecorder::next_ops(count) : 0;
+  if (instance->trace_ops != 0) core_.trace().replay_pushed(*plan, instance->trace_ops);
 
   // Publish, as a push does: every queue locked at once, the handles checked under the locks, then the appends. An op
   // granted by a join at append is counted down here: no other thread can grant it meanwhile (its other joins wait for
@@ -119,6 +120,8 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
   // Our grant of each join waiting in its queue: it may be routed now (its queue may have granted it already). Once
   // the last is given, the whole replay may run and retire on other threads, and a concurrent Replay of the graph take
   // the instance again: nothing of it is read after that grant, unless `ready` or a root still holds it back.
+  const std::uint64_t traced = instance->trace_ops;  // read before: see above
+  GraphOp* const ops = instance->ops.get();
   for (std::size_t j = 0; linked > 0; ++j) {
     GraphJoin& join = instance->joins[j];
     if (!join.linked) continue;
@@ -126,6 +129,9 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
     if (join.grant()) grant_join(&join, ready);
   }
   for (const std::uint32_t root : plan->roots()) ready.push_back(&instance->ops[root]);
+  // Traced: the ops in `ready` were ready once the replay was published (replay_ready only tells them apart by their
+  // address in `ops`; it touches no instance).
+  if (traced != 0 && !ready.empty()) core_.trace().replay_ready(traced, ops, ready);
   submit_in_priority_order(ready);
 }
 
@@ -222,7 +228,6 @@ void GraphRunner::complete(GraphOp* op, const GraphPlan::Op& planned, const std:
   // successors may no longer touch the instance.
   GraphOp* const ops = instance->ops.get();
   const std::uint64_t traced = instance->trace_ops;
-  const std::uint64_t id = traced + static_cast<std::uint64_t>(op - ops);
   ReadyList granted;
   const std::uint32_t* covered = plan.covered(planned);
   for (std::uint32_t c = planned.covers.begin; c < planned.covers.end; ++c, ++covered) {
@@ -232,7 +237,7 @@ void GraphRunner::complete(GraphOp* op, const GraphPlan::Op& planned, const std:
     join.pending.store(plan.joins()[*covered].covers, std::memory_order_relaxed);  // for the next replay
     join.use.var->complete(join.use, nullptr, granted);
   }
-  if (traced != 0) core_.trace().flows(nullptr, id, granted);  // the pushed ops it released, across the boundary
+  if (traced != 0) core_.trace().flows(plan, index_of(op), traced, granted);  // the pushed ops it released
   while (OpNode* node = granted.pop_front()) core_.route(node, ready);
   const std::uint32_t* successor = plan.successors(planned);
   const std::uint32_t* const end = successor + (planned.successors.end - planned.successors.begin);
@@ -248,7 +253,8 @@ void GraphRunner::complete(GraphOp* op, const GraphPlan::Op& planned, const std:
     }
     GraphOp& next = ops[index];
     if (!next.grant()) continue;
-    if (traced != 0) core_.trace().flow(id, traced + index);  // next is ours: the instance cannot end meanwhile
+    // `next` is ours: the instance cannot end while its arrow is drawn.
+    if (traced != 0) core_.trace().replay_release(plan, index_of(op), index, traced);
     ready.push_back(&next);
   }
   if (retire) retire_instance(instance);
@@ -266,7 +272,7 @@ void GraphRunner::grant_join(GraphJoin* join, TaskList& ready, std::uint64_t fro
   for (std::uint32_t t = planned.targets.begin; t < planned.targets.end; ++t, ++target) {
     GraphOp& op = instance->ops[*target];
     if (!op.grant()) continue;
-    if (traced != 0) core_.trace().flow(from, traced + *target);
+    if (traced != 0) core_.trace().join_release(from, traced + *target, planned.var, planned.tag);
     ready.push_back(&op);
   }
   retire_instance(instance);  // the join is done: the instance (and its plan) may go once the ops are

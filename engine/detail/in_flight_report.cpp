@@ -1,5 +1,6 @@
 #include <algorithm>
 #include <chrono>
+#include <cstddef>
 #include <cstdint>
 #include <cstdio>
 #include <functional>
@@ -8,6 +9,7 @@
 #include <utility>
 #include <vector>
 
+#include <depengine/engine/detail/dot_text.h>
 #include <depengine/engine/detail/graph_plan.h>
 #include <depengine/engine/detail/in_flight_report.h>
 #include <depengine/engine/detail/op_record.h>
@@ -28,6 +30,7 @@ struct SeenOp {
   std::vector<Fence> signals;         // signal fences
   std::vector<std::size_t> waits_on;  // ops (indices) it waits for
   std::vector<std::string> why;       // per entry of waits_on: "waits on v3 behind ", to be followed by its label
+  std::vector<std::string> via;       // per entry of waits_on, for a picture's edge: "v3", "fence value 1"
 };
 
 struct SeenVar {
@@ -41,6 +44,11 @@ std::string fence_text(const Fence& fence) {
   std::snprintf(text, sizeof text, "fence (timeline %p, value %llu; at %llu)", static_cast<const void*>(fence.timeline),
                 static_cast<unsigned long long>(fence.value), static_cast<unsigned long long>(fence.timeline->query()));
   return text;
+}
+
+// A fence as a picture's edge names it: its value and what the timeline has reached.
+std::string fence_label(const Fence& fence) {
+  return "fence value " + std::to_string(fence.value) + " (at " + std::to_string(fence.timeline->query()) + ")";
 }
 
 const char* access_text(Access access) {
@@ -154,7 +162,9 @@ class Builder {
   void draw_edges() {
     for (const SeenVar& var : vars_) {
       for (std::size_t i = 1; i < var.uses.size(); ++i) {
-        add_edge(var.uses[i].first, var.uses[i - 1].first, "waits on v" + std::to_string(var.slot) + " behind ");
+        std::string v = "v";  // not "v" + to_string(): GCC 12 warns of a false overlap there (-Wrestrict)
+        v += std::to_string(var.slot);
+        add_edge(var.uses[i].first, var.uses[i - 1].first, "waits on " + v + " behind ", v);
       }
     }
     for (SeenOp& waiter : ops_) {
@@ -165,7 +175,7 @@ class Builder {
                 return signal.timeline == fence.timeline && signal.value >= fence.value;
               })) {
             add_edge(static_cast<std::size_t>(&waiter - ops_.data()), j,
-                     "waits for " + fence_text(fence) + ", which is signalled by ");
+                     "waits for " + fence_text(fence) + ", which is signalled by ", fence_label(fence));
           }
         }
       }
@@ -198,9 +208,10 @@ class Builder {
     }
   }
 
-  void add_edge(std::size_t from, std::size_t to, std::string why) {
+  void add_edge(std::size_t from, std::size_t to, std::string why, std::string via) {
     ops_[from].waits_on.push_back(to);
     ops_[from].why.push_back(std::move(why));
+    ops_[from].via.push_back(std::move(via));
   }
 
   std::string var_line(const SeenVar& var) const {
@@ -222,8 +233,9 @@ class Builder {
     return line + "\n";
   }
 
-  // The first cycle of the wait-for graph, by depth-first search, in words; empty when there is none.
-  std::string cycle_text() const {
+  // The first cycle of the wait-for graph, by depth-first search: each op on it and the index of its edge to the next
+  // (the last one's leads back to the first); empty when there is none.
+  std::vector<std::pair<std::size_t, std::size_t>> find_cycle() const {
     enum class Mark : std::uint8_t { kNew, kOnPath, kDone };
     std::vector<Mark> marks(ops_.size(), Mark::kNew);
     std::vector<std::pair<std::size_t, std::size_t>> path;  // (op, index of the edge taken next)
@@ -239,7 +251,15 @@ class Builder {
           continue;
         }
         const std::size_t next = ops_[op].waits_on[edge++];
-        if (marks[next] == Mark::kOnPath) return describe_cycle(path, next);
+        if (marks[next] == Mark::kOnPath) {
+          std::vector<std::pair<std::size_t, std::size_t>> cycle;
+          bool in_cycle = false;
+          for (const auto& [on_path, taken] : path) {
+            in_cycle = in_cycle || on_path == next;
+            if (in_cycle) cycle.emplace_back(on_path, taken - 1);
+          }
+          return cycle;
+        }
         if (marks[next] == Mark::kNew) {
           marks[next] = Mark::kOnPath;
           path.emplace_back(next, 0);
@@ -249,18 +269,66 @@ class Builder {
     return {};
   }
 
-  std::string describe_cycle(const std::vector<std::pair<std::size_t, std::size_t>>& path, std::size_t start) const {
+  // The first cycle in words; empty when there is none.
+  std::string cycle_text() const {
+    const std::vector<std::pair<std::size_t, std::size_t>> cycle = find_cycle();
+    if (cycle.empty()) return {};
     std::string out = "  a wait cycle (these ops can never run):\n";
-    bool in_cycle = false;
-    for (const auto& [op, edge] : path) {
-      in_cycle = in_cycle || op == start;
-      if (!in_cycle) continue;
-      const std::size_t to = ops_[op].waits_on[edge - 1];
-      out += "    " + ops_[op].label + " " + ops_[op].why[edge - 1] + ops_[to].label + "\n";
+    for (const auto& [op, edge] : cycle) {
+      out += "    " + ops_[op].label + " " + ops_[op].why[edge] + ops_[ops_[op].waits_on[edge]].label + "\n";
     }
     return out;
   }
 
+ public:
+  // The wait-for graph as DOT (Engine::InFlightReportDot): a node per op named, an edge from each op to each op it
+  // waits for, labelled with the variable or fence; a fence no op seen signals is a node of its own; the first wait
+  // cycle, if any, in red.
+  std::string dot(std::size_t in_flight) {
+    draw_edges();
+    const std::vector<std::pair<std::size_t, std::size_t>> cycle = find_cycle();
+    std::string out = "digraph depengine_in_flight {\n  label=" +
+                      dot_quoted(std::to_string(in_flight) + " ops in flight" +
+                                 (cycle.empty() ? std::string() : std::string(", a wait cycle (red)"))) +
+                      ";\n  labelloc=t;\n  node [shape=box, style=rounded, fontname=\"Helvetica\", fontsize=11];\n"
+                      "  edge [fontname=\"Helvetica\", fontsize=9];\n";
+    auto on_cycle = [&](std::size_t op, std::size_t edge) {
+      return std::any_of(cycle.begin(), cycle.end(), [&](const auto& step) {
+        return step.first == op && (edge == SIZE_MAX || step.second == edge);
+      });
+    };
+    for (std::size_t i = 0; i < ops_.size(); ++i) {
+      const SeenOp& op = ops_[i];
+      std::string label = op.name;
+      if (!op.running.empty()) label += "\n" + op.running;
+      if (op.completion_pending) label += "\nwaits for its Completion";
+      out += "  op" + std::to_string(i) + " [label=" + dot_quoted(label);
+      if (!op.running.empty()) out += ", style=\"rounded,bold\"";
+      if (op.completion_pending) out += ", style=\"rounded,dashed\"";
+      if (on_cycle(i, SIZE_MAX)) out += ", color=red, fontcolor=red";
+      out += "];\n";
+    }
+    std::size_t fences = 0;
+    for (std::size_t i = 0; i < ops_.size(); ++i) {
+      const SeenOp& op = ops_[i];
+      for (std::size_t e = 0; e < op.waits_on.size(); ++e) {
+        out +=
+            "  op" + std::to_string(i) + " -> op" + std::to_string(op.waits_on[e]) + " [label=" + dot_quoted(op.via[e]);
+        if (on_cycle(i, e)) out += ", color=red, fontcolor=red, penwidth=2";
+        out += "];\n";
+      }
+      for (const Fence& fence : op.unreached) {
+        const std::string label = fence_label(fence);
+        if (std::find(op.via.begin(), op.via.end(), label) != op.via.end()) continue;  // its signaller is drawn
+        const std::string node = "fence" + std::to_string(fences++);
+        out += "  " + node + " [shape=diamond, label=" + dot_quoted(fence_text(fence)) + "];\n";
+        out += "  op" + std::to_string(i) + " -> " + node + " [label=\"waits for\"];\n";
+      }
+    }
+    return out + "}\n";
+  }
+
+ private:
   const RunClock& clock_;
   std::vector<SeenOp> ops_;
   std::unordered_map<const void*, std::size_t> index_;  // an OpRecord or a GraphInstance
@@ -273,6 +341,12 @@ InFlightSnapshot build_in_flight_report(VarTable& vars, std::size_t in_flight, c
   Builder builder(clock);
   vars.for_each([&builder](VarState& var) { builder.visit(var); });
   return builder.finish(in_flight);
+}
+
+std::string build_in_flight_dot(VarTable& vars, std::size_t in_flight, const RunClock& clock) {
+  Builder builder(clock);
+  vars.for_each([&builder](VarState& var) { builder.visit(var); });
+  return builder.dot(in_flight);
 }
 
 void add_blocked(InFlightSnapshot& snapshot, const InFlight::Blocked& blocked, std::size_t in_flight, std::size_t max) {

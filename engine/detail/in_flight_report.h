@@ -46,6 +46,10 @@ struct InFlightSnapshot {
 // A report of `vars`, for an engine with `in_flight` ops in flight, whose ops are stamped by `clock`.
 [[nodiscard]] InFlightSnapshot build_in_flight_report(VarTable& vars, std::size_t in_flight, const RunClock& clock);
 
+// The same wait-for graph as DOT, for Graphviz (Engine::InFlightReportDot): the ops named, an edge from each op to
+// each op it waits for (labelled with the variable or fence), and the first wait cycle, if any, in red.
+[[nodiscard]] std::string build_in_flight_dot(VarTable& vars, std::size_t in_flight, const RunClock& clock);
+
 // Adds to `snapshot` a push or replay waiting at EngineOptions::max_in_flight (`max`), with `in_flight` ops in flight.
 void add_blocked(InFlightSnapshot& snapshot, const InFlight::Blocked& blocked, std::size_t in_flight, std::size_t max);
 

@@ -207,7 +207,10 @@ OpRecord* EngineCore::record_for(Executor* executor, const PushOptions& options,
   op->internal = false;
   op->owner = current_owner();
   op->scope = options.scope != nullptr ? options.scope->state_ : nullptr;
-  if (trace().on() && executor != &internal_) op->trace_op = TraceRecorder::next_op();
+  if (trace().on() && executor != &internal_) [[unlikely]] {
+    op->trace_op = TraceRecorder::next_op();
+    trace().pushed(*op);
+  }
   return op;
 }
 
@@ -246,6 +249,7 @@ void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const
 // destruction has begun, refuses the op.
 void EngineCore::admit_at_bound(OpRecord* op, const char* api) {
   if (!in_flight_.admit_at_bound(api, op->name_view())) refuse_closed(op, api);
+  if (op->trace_op != 0) trace().ready_at_push(*op, true);  // why it waited, if its push gives its last grant
 }
 
 void EngineCore::submit(OpRecord* op, const char* api) {
@@ -270,6 +274,9 @@ void EngineCore::submit(OpRecord* op, const char* api) {
     // and ours go in one, and whoever gives the last hands the op on.
     if ((granted != static_cast<std::int32_t>(op->num_uses) || op->waits_fences) && !op->grant(granted + 1)) return;
   }
+  // Ready at its push: traced, it waited for nothing (or for room under the bound).
+  if (op->trace_op != 0) [[unlikely]]
+    trace().ready_at_push(*op);
   // Work-first (Executor::run_here): the pushing thread, outside the engine's ops, runs the op itself when its
   // executor asks; only on engines without stream executors, whose ops never wait for device work before they run.
   Executor* const executor = op->executor();

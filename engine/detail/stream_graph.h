@@ -76,6 +76,7 @@ class StreamGraph {
   // Every variable the steps use, once, sorted by address (as a push folds them): mutated if any step mutates it.
   [[nodiscard]] const std::vector<Use>& uses() const noexcept { return uses_; }
   [[nodiscard]] std::vector<Step>& steps() noexcept { return steps_; }
+  [[nodiscard]] const std::vector<Step>& steps() const noexcept { return steps_; }
   [[nodiscard]] const Use* step_uses(const Step& step) const noexcept { return step_uses_.data() + step.uses_begin; }
   // Clears the error of each variable a step ends (Step::ends_var), once a recorded replay has run or been skipped.
   void clear_ended() const noexcept;

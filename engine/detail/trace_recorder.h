@@ -20,6 +20,13 @@
 //     An arrow from a stream op starts at the start of its slice (it releases at its issue). Its dependencies on stream
 //     ops are read from the op's wait frontier: the last op it depends on of each stream (the earlier ones its FIFO
 //     order implies), whatever released it, also when it was ready at its push;
+//   - in each op slice's args, why the op waited (docs/pictures.md, "Why an op waited"): "waited on", what gave it its
+//     last grant ("v3 held by 'forward' (op 12)", a fence and the op that raised it, the device work of a stream op,
+//     room under max_in_flight, or nothing: ready at its push); "waited (us)", from its push to that grant; "queued
+//     (us)", from that grant to the start of its slice; and, for scripts/critical_path.py, "wait_kind",
+//     "waited_for_op" (the op that held it, 0 if none), "pushed_ts" and "ready_ts" (on the trace's clock, in us);
+//   - at the end, the critical path of the recorded window (critical_path() below) as slices ("cat":"critical path")
+//     on a lane "critical path" of their own, and in words under "otherData";
 //   - counters: "ops in flight" at each op's end, and, with stream executors, "device waits" (issued; elided,
 //     dominated or found complete) at each stream op's completion;
 //   - in a file a stall report wrote: one instant event ("ph":"i", "cat":"in flight") per op the report named, on a
@@ -29,8 +36,8 @@
 // (the ones behind WaitForVar and WaitForAll). An arrow whose two ops are not both recorded is left out.
 //
 // Thread safety: every member from any thread (one mutex; tracing adds a few microseconds per op (3 on a 2-core VM) and
-// some 200 bytes of memory per op until the file is written). Ops get ids from a process-wide counter, so an op of an
-// earlier trace is never mistaken for one of a later trace.
+// some 300 bytes of memory per op (its slice, its arrows, why it waited) until the file is written). Ops get ids from a
+// process-wide counter, so an op of an earlier trace is never mistaken for one of a later trace.
 #pragma once
 
 #include <chrono>
@@ -40,8 +47,10 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <unordered_map>
 #include <vector>
 
+#include <depengine/engine/detail/critical_path.h>
 #include <depengine/executors/executor.h>
 #include <depengine/frontier/axis.h>
 
@@ -96,6 +105,37 @@ class TraceRecorder {
   // Samples the device-wait counters (cumulative over the engine's stream executors).
   void device_waits(std::uint64_t issued, std::uint64_t elided);
 
+  // Why an op waited: what gave it its last grant. Every grant an op can be given last is recorded with its time (the
+  // pusher's, a variable's release, a fence's, a parked op's device wait), and the latest one recorded is the last.
+  enum class Wait : std::uint8_t {
+    kOutside,   // no grant recorded: an op outside the trace released it (pushed before the trace, or the engine's)
+    kNone,      // its push gave the last grant: it waited for nothing
+    kBound,     // its push waited at EngineOptions::max_in_flight, then gave the last grant
+    kVariable,  // a variable: `from` held it and released it (at its completion; a stream op at its issue)
+    kFence,     // a wait fence was reached or promised: raised by `from` (0: from outside the engine)
+    kDevice,    // parked until the device work it waited for completed: `from`'s, which released it before
+  };
+  struct Waited {
+    Wait kind = Wait::kOutside;
+    std::uint64_t from = 0;  // the op that held it, 0 if none or unknown
+    std::string what;        // kVariable and kDevice: the variables ("v3 v4"); kFence: the fence ("fence value 3")
+    std::string holder;      // the name of `from` when its slice may be missing (a skipped op); else empty
+  };
+  // Op `op` was pushed (or replayed) at `at`; `async`: it releases at its Completion.
+  void pushed(std::uint64_t op, std::int64_t at, bool async);
+  // `op` was given a grant at `at` because of `why`; with `arrow`, also an arrow ("release") from `why.from` to it.
+  // The latest grant recorded for an op is its last; a push that waited at the bound keeps kBound.
+  void ready(std::uint64_t op, std::int64_t at, Waited why, bool arrow = false);
+  // A parked op was unparked at `at`: it waited for the device work of what released it, or else of `from` (a stream
+  // op its wait frontier names; 0: none recorded).
+  void unparked(std::uint64_t op, std::int64_t at, std::uint64_t from);
+
+  // The critical path of what is recorded so far, in words: from the slice that ends last, back through what each op
+  // waited for last, to a push that waited for nothing recorded (scripts/critical_path.py prints the same from a file).
+  // Each line is a step with its start and length (ms on the trace's clock): an op's run, its queueing (from its last
+  // grant to its start), and its wait (from its holder's release, or its push, to its last grant). Empty: no slice.
+  [[nodiscard]] std::string critical_path() const;
+
   // An op in flight when a stall report writes the file: it has no slice yet, so it is marked instead.
   struct Mark {
     std::string_view name;   // "op #3 'forward'"
@@ -131,8 +171,24 @@ class TraceRecorder {
   };
   std::vector<Arrow> flows_;                                 // guarded by mutex_
   std::map<std::pair<Axis, std::uint64_t>, Issued> epochs_;  // guarded by mutex_; a node is never changed once made
-  std::vector<Counter> in_flight_;                           // guarded by mutex_: (at, ops)
-  std::vector<Counter> waits_;                               // guarded by mutex_: (at, issued, elided)
+  struct OpWait {
+    std::int64_t pushed = -1, ready = -1;  // now() values; -1: not recorded
+    bool async = false;                    // the op releases at its Completion
+    Waited why;
+    std::vector<std::uint64_t> after;  // the stream ops it was ordered after (its device, elided and host wait arrows)
+  };
+  std::unordered_map<std::uint64_t, OpWait> waits_;  // guarded by mutex_
+  std::vector<Counter> in_flight_;                   // guarded by mutex_: (at, ops)
+  std::vector<Counter> device_waits_;                // guarded by mutex_: (at, issued, elided)
+
+  // Require mutex_; `by_op`: each slice by its op. effective_locked() is `op`'s wait as its slice tells it: if it was
+  // ordered after a stream op whose work ended after its last grant (a stream op waits for it on the device; a CPU op
+  // is parked until it completes), it waited for that work, until then.
+  [[nodiscard]] OpWait effective_locked(std::uint64_t op,
+                                        const std::unordered_map<std::uint64_t, const Slice*>& by_op) const;
+  [[nodiscard]] std::vector<PathStep> path_locked(const std::unordered_map<std::uint64_t, const Slice*>& by_op) const;
+  [[nodiscard]] std::string reason_locked(std::uint64_t waiter, const OpWait& wait,
+                                          const std::unordered_map<std::uint64_t, const Slice*>& by_op) const;
 };
 
 }  // namespace depengine::detail

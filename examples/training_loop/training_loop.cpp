@@ -10,7 +10,7 @@
 // print them.
 //
 //   training_loop [--device cpu|streams|cuda] [--epochs N] [--batch N] [--rows N] [--workers N] [--trace FILE]
-//                 [--replay] [--check]
+//                 [--trace-step N] [--replay [--dot FILE]] [--check]
 //
 // --replay trains twice from the same initial weights: first as above, then with one step captured as it is pushed
 // (engine/graph.h: its buffers allocated and freed inside the capture, so planned once) and replayed steps times per
@@ -19,6 +19,13 @@
 // variables fix). On streams and cuda the step is a graph of stream ops, replayed as one stream op; on cuda it is
 // recorded into a CUDA graph by its first replay and relaunched by the others, so there the batch's upload is pushed
 // before each replay instead of captured (see train()).
+//
+// --trace-step N (with --trace) traces the N-th step of the first epoch of the pushed run alone (the engine idle before
+// it, and its every op done when the trace stops, so the next step's ops do not overlap it) and prints the trace's
+// critical path (Engine::TraceCriticalPath): which ops and waits set the step's length (docs/pictures.md).
+//
+// --dot FILE (with --replay) writes the captured step as a Graphviz DOT graph (Graph::write_dot): render it with
+// `dot -Tpng FILE -o step.png` (docs/pictures.md shows it).
 //
 // --device cpu (default) runs the ops on a oneTBB thread pool; streams on simulated device streams (the host stream
 // backend: CPU threads that behave like CUDA streams); cuda on the GPU's streams, when there is one. --trace writes a
@@ -29,6 +36,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <exception>
+#include <fstream>
 #include <memory>
 #include <stdexcept>
 #include <string>
@@ -64,6 +72,8 @@ struct Options {
   int rows = 400;  // per class
   int workers = 0;
   std::string trace;
+  std::string dot;
+  int trace_step = 0;  // from 1; 0: trace the whole run (with --trace)
   bool replay = false;
   bool check = false;
 };
@@ -72,7 +82,7 @@ Options parse(int argc, char** argv) {
   Options o;
   depengine::examples::Arguments args(argc, argv,
                                       "[--device cpu|streams|cuda] [--epochs N] [--batch N] [--rows N] [--workers N] "
-                                      "[--trace FILE] [--replay] [--check]");
+                                      "[--trace FILE] [--trace-step N] [--replay [--dot FILE]] [--check]");
   while (args.next()) {
     if (args.is("--device")) {
       o.device = args.value();
@@ -86,6 +96,10 @@ Options parse(int argc, char** argv) {
       o.workers = args.positive();
     } else if (args.is("--trace")) {
       o.trace = args.value();
+    } else if (args.is("--trace-step")) {
+      o.trace_step = args.positive();
+    } else if (args.is("--dot")) {
+      o.dot = args.value();
     } else if (args.is("--replay")) {
       o.replay = true;
     } else if (args.is("--check")) {
@@ -94,6 +108,8 @@ Options parse(int argc, char** argv) {
       args.unknown();
     }
   }
+  if (!o.dot.empty() && !o.replay) throw std::invalid_argument("--dot draws the captured step: it needs --replay");
+  if (o.trace_step > 0 && o.trace.empty()) throw std::invalid_argument("--trace-step needs --trace FILE");
   if (o.device != "cpu" && o.device != "streams" && o.device != "cuda") {
     throw std::invalid_argument("--device must be cpu, streams or cuda, not '" + o.device + "'");
   }
@@ -216,7 +232,7 @@ struct Run {
 Run train(const Options& options, bool replay) {
   Executors ids;
   depengine::Engine engine(engine_options(options, ids));
-  if (!options.trace.empty()) engine.StartTrace(options.trace);
+  if (!options.trace.empty() && options.trace_step == 0) engine.StartTrace(options.trace);
   const bool on_streams = options.device != "cpu";
   const depengine::ExecutorRef where =
       on_streams ? depengine::ExecutorRef(ids.streams) : depengine::ExecutorRef(ids.cpu);
@@ -263,6 +279,12 @@ Run train(const Options& options, bool replay) {
       });
     }
   }
+  if (replay && !options.dot.empty()) {
+    std::ofstream out(options.dot);
+    step_graph.write_dot(out);
+    if (!out) throw std::runtime_error("cannot write the step's graph to '" + options.dot + "'");
+    std::printf("the captured step's graph (%zu ops) written to %s\n", step_graph.size(), options.dot.c_str());
+  }
   Run run;
   run.steps = steps;
   for (int epoch = 0; epoch <= options.epochs; ++epoch) {
@@ -282,9 +304,19 @@ Run train(const Options& options, bool replay) {
     } else if (epoch < options.epochs) {
       Buffer stats = depengine::examples::allocate_floats(device, static_cast<std::size_t>(2 * steps));
       for (int step = 0; step < steps; ++step) {
+        const bool traced = epoch == 0 && step + 1 == options.trace_step;  // --trace-step: this step alone
+        if (traced) {
+          engine.WaitForAll();
+          engine.StartTrace(options.trace);
+        }
         StepBuffers b(device, batch, data.features, model.layers);
         push_step(device, model, data, b, stats, static_cast<std::size_t>(step), batch);
         b.free(buffers);
+        if (traced) {
+          engine.StopTrace();
+          std::printf("step %d traced to %s; its %s", step + 1, options.trace.c_str(),
+                      engine.TraceCriticalPath().c_str());
+        }
       }
       depengine::examples::push_download(device, stats, host_stats[epoch % 2].data(), stats.bytes(),
                                          downloaded[epoch % 2]);
@@ -327,7 +359,7 @@ Run train(const Options& options, bool replay) {
   }
   model.free(buffers);
   engine.WaitForAll();
-  if (!options.trace.empty()) {
+  if (!options.trace.empty() && options.trace_step == 0) {
     engine.StopTrace();
     std::printf("trace written to %s\n", options.trace.c_str());
   }

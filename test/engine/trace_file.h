@@ -22,6 +22,9 @@ struct TraceFile {
     int tid = 0;
     double ts = 0, dur = 0;
     std::string reads, mutates;
+    // Why it waited (trace_recorder.h): "waited on" in words, wait_kind, and the op that held it (0: none).
+    std::string waited_on, wait_kind;
+    std::uint64_t waited_for_op = 0;
   };
   struct Flow {
     std::string name;                // how the dependency was kept: release, device wait, elided, host wait
@@ -40,6 +43,14 @@ struct TraceFile {
     int tid = 0;
   };
   std::vector<InFlightMark> in_flight;
+  // The critical path's slices (its lane, "cat":"critical path"): what each step is, in order, and its op.
+  struct PathStep {
+    std::string name, step;
+    std::uint64_t op = 0;
+    double ts = 0, dur = 0;
+  };
+  std::vector<PathStep> critical_path;
+  std::string critical_path_text;  // otherData's "critical path"
 };
 
 // Parses `path` (failing the test if it is not a JSON object with a traceEvents array) and indexes it.
@@ -55,13 +66,19 @@ inline TraceFile read_trace(const std::string& path) {
     const std::string ph = event.at("ph");
     if (ph == "M" && event.at("name") == "thread_name") {
       trace.lanes[event.at("tid").get<int>()] = event.at("args").at("name").get<std::string>();
+    } else if (ph == "X" && event.at("cat") == "critical path") {
+      trace.critical_path.push_back(TraceFile::PathStep{event.at("name"), event.at("args").at("step"),
+                                                        event.at("args").at("op"), event.at("ts"), event.at("dur")});
     } else if (ph == "X") {
-      const std::uint64_t op = event.at("args").at("op");
-      const bool fresh =
-          trace.slices
-              .emplace(op, TraceFile::Slice{event.at("name"), event.at("tid"), event.at("ts"), event.at("dur"),
-                                            event.at("args").at("reads"), event.at("args").at("mutates")})
-              .second;
+      const nlohmann::json& args = event.at("args");
+      const std::uint64_t op = args.at("op");
+      const bool fresh = trace.slices
+                             .emplace(op, TraceFile::Slice{event.at("name"), event.at("tid"), event.at("ts"),
+                                                           event.at("dur"), args.at("reads"), args.at("mutates"),
+                                                           args.value("waited on", std::string()),
+                                                           args.value("wait_kind", std::string()),
+                                                           args.value("waited_for_op", std::uint64_t{0})})
+                             .second;
       CHECK(fresh);  // one slice per op
     } else if (ph == "s") {
       open[event.at("id")] = TraceFile::Flow{event.at("name"),
@@ -85,6 +102,7 @@ inline TraceFile read_trace(const std::string& path) {
           TraceFile::InFlightMark{event.at("name"), event.at("args").at("state"), event.at("tid")});
     }
   }
+  if (json.contains("otherData")) trace.critical_path_text = json.at("otherData").value("critical path", "");
   return trace;
 }
 
