@@ -23,6 +23,7 @@
 #include <depengine/engine/detail/error_log.h>
 #include <depengine/engine/detail/in_flight.h>
 #include <depengine/engine/detail/in_flight_report.h>
+#include <depengine/engine/detail/observers.h>
 #include <depengine/engine/detail/run_clock.h>
 #include <depengine/engine/detail/stall_watch.h>
 #include <depengine/engine/detail/var_table.h>
@@ -42,6 +43,11 @@ class Diagnostics {
 
   [[nodiscard]] ErrorLog& errors() noexcept { return errors_; }
   [[nodiscard]] EngineTrace& trace() noexcept { return trace_; }
+  // The observers (observers.h): makes them from `observers` and `statistics` (EngineOptions), unless there are none;
+  // returns them, or null. Once, by the engine's constructor, before its executors start.
+  [[nodiscard]] Observers* observe(std::vector<Observer*> observers, bool statistics,
+                                   const std::vector<std::unique_ptr<Executor>>& executors);
+  [[nodiscard]] Observers* observers() const noexcept { return observers_.get(); }
 
   // Starts a trace DEPENGINE_TRACE names, and the stall watch unless reports are off (its reports to `stall_sink`, or
   // stderr if null).
@@ -76,6 +82,7 @@ class Diagnostics {
   std::mutex hooks_mutex_;
   std::vector<std::shared_ptr<ShutdownHook::State>> hooks_;       // guarded by hooks_mutex_
   std::vector<std::shared_ptr<ReportHook::State>> report_hooks_;  // guarded by hooks_mutex_
+  std::unique_ptr<Observers> observers_;                          // null: none
   // Null when stall reports are off, and once stop_watch() has run.
   std::unique_ptr<StallWatch> stall_watch_;
 };

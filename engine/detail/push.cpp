@@ -208,6 +208,8 @@ OpRecord* EngineCore::record_for(Executor* executor, const PushOptions& options,
   op->owner = current_owner();
   op->scope = options.scope != nullptr ? options.scope->state_ : nullptr;
   if (trace().on() && executor != &internal_) op->trace_op = TraceRecorder::next_op();
+  if (observing_ != nullptr) [[unlikely]]
+    observing_->pushed(*op);
   return op;
 }
 

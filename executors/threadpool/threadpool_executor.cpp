@@ -54,7 +54,41 @@ ThreadPoolExecutor::ThreadPoolExecutor(ThreadPoolOptions options)
   }
 }
 
+// oneTBB calls it on each thread that joins or leaves the arena; it passes the thread on to the host.
+class ThreadPoolExecutor::ThreadObserver final : public tbb::task_scheduler_observer {
+ public:
+  explicit ThreadObserver(ThreadPoolExecutor& pool) : tbb::task_scheduler_observer(pool.arena_), pool_(pool) {
+    // release: pairs with the acquire in each callback, so that the callbacks see this object and the host set by
+    // start() through an edge ThreadSanitizer sees (oneTBB's own hand-off is uninstrumented, as for launches_).
+    armed_.store(true, std::memory_order_release);
+    observe(true);
+  }
+  ~ThreadObserver() override { observe(false); }  // waits for callbacks in progress; none is called after
+  ThreadObserver(const ThreadObserver&) = delete;
+  ThreadObserver& operator=(const ThreadObserver&) = delete;
+
+  void on_scheduler_entry(bool /*is_worker*/) override {
+    if (armed_.load(std::memory_order_acquire)) {  // acquire: pairs with the release in the constructor
+      pool_.host_->thread_started(pool_, tbb::this_task_arena::current_thread_index());
+    }
+  }
+  void on_scheduler_exit(bool /*is_worker*/) override {
+    if (armed_.load(std::memory_order_acquire)) {  // acquire: as above
+      pool_.host_->thread_stopped(pool_, tbb::this_task_arena::current_thread_index());
+    }
+  }
+
+ private:
+  ThreadPoolExecutor& pool_;
+  std::atomic<bool> armed_{false};
+};
+
 ThreadPoolExecutor::~ThreadPoolExecutor() { stop(); }
+
+void ThreadPoolExecutor::start(ExecutorHost& host) {
+  host_ = &host;
+  if (host.observes_threads()) thread_observer_ = std::make_unique<ThreadObserver>(*this);
+}
 
 void ThreadPoolExecutor::launch_drainer() noexcept {
   {
@@ -512,8 +546,12 @@ void ThreadPoolExecutor::drain() {
 }
 
 void ThreadPoolExecutor::stop() noexcept {
-  std::unique_lock lock(alive_mutex_);
-  alive_cv_.wait(lock, [this] { return alive_ == 0; });
+  {
+    std::unique_lock lock(alive_mutex_);
+    alive_cv_.wait(lock, [this] { return alive_ == 0; });
+  }
+  // A thread still in the arena now gets no stop call: the host may be gone once stop() returns.
+  thread_observer_.reset();
 }
 
 }  // namespace depengine
