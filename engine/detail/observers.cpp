@@ -20,9 +20,11 @@ Observers::Observers(std::vector<Observer*> observers, bool statistics,
     statistics_ = std::make_unique<OpStatistics>();
     list_.push_back(statistics_.get());
   }
+  for (const Observer* observer : list_) timed_ = timed_ || observer->Timed();
 }
 
-std::int64_t Observers::now() noexcept {
+std::int64_t Observers::now() const noexcept {
+  if (!timed_) return 0;
   return std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now().time_since_epoch())
       .count();
 }

@@ -39,8 +39,8 @@ class Observers {
   // The engine's own statistics, or null.
   [[nodiscard]] OpStatistics* statistics() const noexcept { return statistics_.get(); }
 
-  // Nanoseconds of std::chrono::steady_clock since its epoch (OpEvent's times).
-  [[nodiscard]] static std::int64_t now() noexcept;
+  // Nanoseconds of std::chrono::steady_clock since its epoch (OpEvent's times), or 0 when no observer is Timed().
+  [[nodiscard]] std::int64_t now() const noexcept;
 
   // A pushed op: its record is filled, not yet published.
   void pushed(OpRecord& op) noexcept;
@@ -68,6 +68,7 @@ class Observers {
   [[nodiscard]] ThreadEvent thread_event(const Executor& executor, int worker) const noexcept;
 
   std::vector<Observer*> list_;  // not owned, but statistics_; immutable
+  bool timed_ = false;           // an observer is Timed(); immutable
   std::unique_ptr<OpStatistics> statistics_;
   const std::vector<std::unique_ptr<Executor>>& executors_;
   // OpEvent::id: taken by each push (one) and replay (its ops), from any thread; on a line of its own.

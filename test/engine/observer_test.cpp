@@ -355,6 +355,40 @@ TEST_CASE("ops pushed from several threads at once are each observed once", "[en
   }
 }
 
+// Counts events and checks that their times are 0: it asks for none, and no other observer of its engine does.
+class UntimedObserver final : public Observer {
+ public:
+  void OnReady(const OpEvent& op) noexcept override { note(op); }
+  void OnStart(const OpEvent& op) noexcept override { note(op); }
+  void OnEnd(const OpEvent& op) noexcept override { note(op); }
+  void OnThreadStart(const ThreadEvent& /*thread*/) noexcept override {}
+  void OnThreadStop(const ThreadEvent& /*thread*/) noexcept override {}
+  [[nodiscard]] bool Timed() const noexcept override { return false; }
+
+  std::atomic<int> events{0}, timed{0};  // read after the engine is gone, which ordered every event before
+
+ private:
+  void note(const OpEvent& op) {
+    events.fetch_add(1, std::memory_order_relaxed);  // relaxed: see above
+    if (op.pushed_at != 0 || op.ready_at != 0 || op.started_at != 0 || op.ended_at != 0) {
+      timed.fetch_add(1, std::memory_order_relaxed);  // relaxed: see above
+    }
+  }
+};
+
+TEST_CASE("an engine whose observers ask for no times reads no clock", "[engine][observer]") {
+  UntimedObserver observer;
+  {
+    EngineOptions options = threadpool_factory(2).options();
+    options.observers.push_back(&observer);
+    Engine engine(std::move(options));
+    const Var v = engine.NewVariable();
+    for (int i = 0; i < 50; ++i) engine.Push([] {}, {}, {v});
+  }
+  REQUIRE(observer.events.load(std::memory_order_relaxed) == 150);  // relaxed: the engine's destruction ordered them
+  REQUIRE(observer.timed.load(std::memory_order_relaxed) == 0);
+}
+
 TEST_CASE("a null observer is refused", "[engine][observer]") {
   EngineOptions options = inline_factory().options();
   options.observers.push_back(nullptr);
