@@ -1,7 +1,8 @@
 // Diagnostics: what an engine tells about itself, in one object: the error log (which errors no wait reported yet,
 // and the error sink: error_log.h), the trace (engine_trace.h), the in-flight report (Engine::InFlightReport, with
 // what report hooks add: in_flight_report.h), the stall watch that prints that report when nothing completes for a
-// while (stall_watch.h), and the shutdown hooks (Engine::AtShutdown).
+// while (stall_watch.h), the shutdown hooks (Engine::AtShutdown), and the observers (observers.h), which the core
+// reaches through a pointer of its own, null when there are none.
 //
 // The op paths reach the error log and the trace through errors() and trace(), members of this object with no
 // indirection; everything else here is off those paths.

@@ -5,7 +5,8 @@
 //   OpGate        (op_gate.h)       whether an op about to run runs: cancelled, torn down, an input's error, no_skip;
 //                                   every op passes it, pushed or replayed
 //   GraphRunner   (graph_runner.h)  Capture and Replay; it reaches the core through the calls listed in its header
-//   Diagnostics   (diagnostics.h)   the error log, the trace, the in-flight report, the stall watch, the hooks
+//   Diagnostics   (diagnostics.h)   the error log, the trace, the in-flight report, the stall watch, the hooks, the
+//                                   observers (observers.h: told at each step of an op's life)
 // Its own members are grouped by step of an op's life, a file each:
 //   push.cpp        publish: a record from push options, sort and fold the variables, append to every queue once all
 //                   their locks are held
