@@ -48,6 +48,8 @@ void Engine::ClearErrors(VarList vars) { core_->clear_errors(vars); }
 std::uint64_t Engine::Version(Var var) const { return core_->version(var); }
 std::size_t Engine::InFlight() const noexcept { return core_->in_flight_now(); }
 
+StatisticsTable Engine::Statistics() const { return core_->statistics().Table(); }
+
 std::string Engine::InFlightReport() const { return core_->diagnostics().snapshot_in_flight().text; }
 std::string Engine::InFlightReportDot() const { return core_->diagnostics().in_flight_dot(); }
 std::optional<std::string> Engine::FailedOpName(const std::exception_ptr& error) const {

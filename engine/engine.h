@@ -96,6 +96,8 @@
 #include <depengine/engine/errors.h>
 #include <depengine/engine/executor_id.h>
 #include <depengine/engine/graph.h>
+#include <depengine/engine/observer.h>
+#include <depengine/engine/op_statistics.h>
 #include <depengine/engine/push_options.h>
 #include <depengine/engine/run_context.h>
 #include <depengine/engine/var.h>
@@ -163,6 +165,13 @@ struct EngineOptions {
   // waits only for those that have, so that destroying an engine with many ops queued returns in bounded time. Off:
   // every pushed op runs first.
   bool cancel_on_destruction = false;
+  // Observers of every op's life and every executor thread (observer.h), told in this order; not owned: each must
+  // outlive the engine. None (and statistics off): the engine pays one predictable branch per event of an op's life.
+  std::vector<Observer*> observers{};
+  // Keeps per-name statistics of the ops (op_statistics.h), read with Engine::Statistics(). The environment variable
+  // DEPENGINE_PROFILE=1 turns them on whatever this says, and also prints their table to stderr when the engine is
+  // destroyed; DEPENGINE_PROFILE=0 (or unset) leaves this option in charge.
+  bool statistics = false;
 
   // Which EngineOptions issued an id (executor_id.h, Provenance): set by the first add. Not for users to set.
   detail::OptionsSerial executor_ids_{};
@@ -171,8 +180,9 @@ struct EngineOptions {
 class Engine {
  public:
   // Starts the executors. Throws Error if options has no executor, a null one, max_in_flight == 0, a stall_report_after
-  // of zero or below, a DEPENGINE_STALL_REPORT that is not a number of seconds (or off), or a DEPENGINE_ENGINE_TYPE
-  // other than NaiveEngine (every CPU executor replaced by an InlineExecutor) and ThreadedEngine (the default).
+  // of zero or below, a null observer, a DEPENGINE_PROFILE other than 0 and 1, a DEPENGINE_STALL_REPORT that is not a
+  // number of seconds (or off), or a DEPENGINE_ENGINE_TYPE other than NaiveEngine (every CPU executor replaced by an
+  // InlineExecutor) and ThreadedEngine (the default).
   explicit Engine(EngineOptions options);
   // Waits for every pushed op to complete, then stops the executors. Must not be called from inside an op.
   ~Engine();
@@ -315,6 +325,10 @@ class Engine {
   // Ops pushed and not yet completed, at some moment during the call. (If completions keep landing between its reads
   // for 64 tries in a row, it returns an upper bound of that count instead.)
   [[nodiscard]] std::size_t InFlight() const noexcept;
+
+  // The per-name statistics of the ops ended so far (op_statistics.h), when EngineOptions::statistics or
+  // DEPENGINE_PROFILE=1 turned them on; throws Error otherwise. Any thread; a snapshot while ops run.
+  [[nodiscard]] StatisticsTable Statistics() const;
 
   // The executor that `executor` names: an index of EngineOptions::executors, or an id of these options
   // (executor_id.h). Throws Error if the index is out of range or the id was issued by other options.

@@ -3,7 +3,10 @@
 // workloads replayed (engine/graph.h): a step of the first 10^4 ops captured once, replayed until the workload's size
 // (rows "<system>-replay", with the capture's ns per op and the ratio to the pushed row of the same run, `vs_push`);
 // and the threadpool with work-first on (rows "depengine-work-first", 1 and 2 workers: ThreadPoolOptions::work_first,
-// the pushing thread runs what it pushed while the workers are behind), pushed only.
+// the pushing thread runs what it pushed while the workers are behind), pushed only; and, pushed only, the inline and
+// pool rows again with an observer that does nothing (rows "<system>-observed", engine/observer.h) and with per-name
+// statistics on (rows "<system>-statistics", engine/op_statistics.h), each with `vs_plain`, the ratio to the row
+// without observers of the same run.
 //
 //   bench_engine [--runs N] [--json FILE] [--smoke]
 //   bench_engine --count WORKLOAD K     (for bench/engine/count_instructions.sh)
@@ -33,6 +36,7 @@
 #include <vector>
 
 #include <depengine/engine/engine.h>
+#include <depengine/engine/observer.h>
 #include <depengine/executors/inline_executor.h>
 #include <depengine/executors/threadpool/threadpool_executor.h>
 
@@ -125,12 +129,47 @@ void add_transfers_per_op(std::vector<Record>& records) {
   }
 }
 
+// What the engine of a row is told to observe.
+enum class Observing { kNothing, kEmptyObserver, kStatistics };
+
 struct System {
   std::string name;
   int threads;
   std::function<std::unique_ptr<Executor>()> make;
   bool replay = true;  // also measure the replayed form (-replay row)
+  Observing observing = Observing::kNothing;
 };
+
+// An observer that does nothing and reads no times: what the events themselves cost (the ids, the record's observed
+// line, the virtual calls). The statistics rows add the clock (Timed) and their own work.
+class EmptyObserver final : public Observer {
+ public:
+  [[nodiscard]] bool Timed() const noexcept override { return false; }
+  void OnReady(const OpEvent& /*op*/) noexcept override {}
+  void OnStart(const OpEvent& /*op*/) noexcept override {}
+  void OnEnd(const OpEvent& /*op*/) noexcept override {}
+  void OnThreadStart(const ThreadEvent& /*thread*/) noexcept override {}
+  void OnThreadStop(const ThreadEvent& /*thread*/) noexcept override {}
+};
+
+// Adds vs_plain to each observed row: its ns/op over the same system's row without observers.
+void add_vs_plain(std::vector<Record>& records) {
+  const std::vector<Record> plain = records;
+  for (Record& r : records) {
+    for (const char* suffix : {"-observed", "-statistics"}) {
+      const std::string tail(suffix);
+      if (r.system.size() <= tail.size() || r.system.compare(r.system.size() - tail.size(), tail.size(), tail) != 0) {
+        continue;
+      }
+      const std::string base = r.system.substr(0, r.system.size() - tail.size());
+      for (const Record& p : plain) {
+        if (p.workload == r.workload && p.system == base && p.threads == r.threads) {
+          r.metrics.push_back({"vs_plain", r.ns_per_op / p.ns_per_op});
+        }
+      }
+    }
+  }
+}
 
 std::unique_ptr<Executor> work_first_pool(int workers) {
   return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = workers, .work_first = true});
@@ -153,7 +192,19 @@ int main(int argc, char** argv) try {
       // behind. A replay does not push its ops one by one, so these rows have no replayed form.
       {"depengine-work-first", 1, [] { return work_first_pool(1); }, false},
       {"depengine-work-first", 2, [] { return work_first_pool(2); }, false},
+      // Observers (engine/observer.h): a do-nothing one, and the statistics (engine/op_statistics.h); pushed only.
+      {"depengine-inline-observed", 1, [] { return std::make_unique<InlineExecutor>(); }, false,
+       Observing::kEmptyObserver},
+      {"depengine-threadpool-observed", 2,
+       [] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 2}); }, false,
+       Observing::kEmptyObserver},
+      {"depengine-inline-statistics", 1, [] { return std::make_unique<InlineExecutor>(); }, false,
+       Observing::kStatistics},
+      {"depengine-threadpool-statistics", 2,
+       [] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 2}); }, false,
+       Observing::kStatistics},
   };
+  EmptyObserver empty_observer;
   std::vector<Record> records;
   records.push_back(measure("line-transfer", "pingpong", 2, options.runs,
                             [&] { return pingpong_once(options.smoke ? 10'000 : 1'000'000); }));
@@ -167,6 +218,8 @@ int main(int argc, char** argv) try {
   for (const System& system : systems) {
     EngineOptions engine_options;
     engine_options.executors.push_back(system.make());
+    if (system.observing == Observing::kEmptyObserver) engine_options.observers.push_back(&empty_observer);
+    engine_options.statistics = system.observing == Observing::kStatistics;
     Engine engine(std::move(engine_options));
     for (const Workload& workload : workloads) {
       // The warm-up run fills the record pool and the variable table.
@@ -178,7 +231,7 @@ int main(int argc, char** argv) try {
         return timing.ns_per_op;
       });
       // Which side set the pace (bench/README.md): only a pool has two.
-      if (system.name != "depengine-inline") {
+      if (system.name.find("inline") == std::string::npos) {
         pushed.metrics.push_back({"push_ns_per_op", median_of_runs(push)});
         pushed.metrics.push_back({"peak_in_flight", median_of_runs(peak)});
       }
@@ -197,6 +250,7 @@ int main(int argc, char** argv) try {
     }
   }
   add_transfers_per_op(records);
+  add_vs_plain(records);
   report(options, records);
   return 0;
 } catch (const std::exception& e) {

@@ -57,9 +57,13 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
   // relaxed, here and below: a time stamp for reports (run_clock.h), which read it under a lock of a queue the op is in
   // and may see it late; the store is to line 0, which the recycling below writes anyway.
   op->run_stamp.store(run_clock_.now(), std::memory_order_relaxed);
+  if (observing_ != nullptr) [[unlikely]]
+    observing_->started(*op, worker, false);
   if (!op->async) {
     call(op->fn, ctx, op->name_view(), op->owner, op->error);  // the gate let it run: no error yet
     op->run_stamp.store(0, std::memory_order_relaxed);
+    if (observing_ != nullptr) [[unlikely]]
+      observing_->ended(*op, op->error != nullptr ? OpOutcome::kFailed : OpOutcome::kRan, error_of(op));
     if (recorder != nullptr) trace().cpu_op(*op, worker, start, in_flight_.upper_bound(), ctx.waits);
     finish(op, ready, ran_signal());
     return;
@@ -122,6 +126,8 @@ void EngineCore::complete_async_uses(OpRecord* op, const std::exception_ptr& err
     graphs_.complete_async(op, error, ready);
     return;
   }
+  if (observing_ != nullptr) [[unlikely]]
+    observing_->ended(*op, op->error != nullptr ? OpOutcome::kFailed : OpOutcome::kRan, error_of(op));
   signal_fences(op, op->error);
   complete_uses(op, ready, learned.empty() ? ran_signal() : learned_signal(op, learned));
 }

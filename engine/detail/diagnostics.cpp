@@ -132,4 +132,14 @@ void Diagnostics::call_hooks() noexcept {
   }
 }
 
+Observers* Diagnostics::observe(std::vector<Observer*> observers, bool statistics,
+                                const std::vector<std::unique_ptr<Executor>>& executors) {
+  for (std::size_t i = 0; i < observers.size(); ++i) {
+    if (observers[i] == nullptr) throw Error("EngineOptions::observers[" + std::to_string(i) + "] is null");
+  }
+  if (observers.empty() && !statistics) return nullptr;
+  observers_ = std::make_unique<Observers>(std::move(observers), statistics, executors);
+  return observers_.get();
+}
+
 }  // namespace depengine::detail

@@ -1,7 +1,8 @@
 // Diagnostics: what an engine tells about itself, in one object: the error log (which errors no wait reported yet,
 // and the error sink: error_log.h), the trace (engine_trace.h), the in-flight report (Engine::InFlightReport, with
 // what report hooks add: in_flight_report.h), the stall watch that prints that report when nothing completes for a
-// while (stall_watch.h), and the shutdown hooks (Engine::AtShutdown).
+// while (stall_watch.h), the shutdown hooks (Engine::AtShutdown), and the observers (observers.h), which the core
+// reaches through a pointer of its own, null when there are none.
 //
 // The op paths reach the error log and the trace through errors() and trace(), members of this object with no
 // indirection; everything else here is off those paths.
@@ -23,6 +24,7 @@
 #include <depengine/engine/detail/error_log.h>
 #include <depengine/engine/detail/in_flight.h>
 #include <depengine/engine/detail/in_flight_report.h>
+#include <depengine/engine/detail/observers.h>
 #include <depengine/engine/detail/run_clock.h>
 #include <depengine/engine/detail/stall_watch.h>
 #include <depengine/engine/detail/var_table.h>
@@ -42,6 +44,11 @@ class Diagnostics {
 
   [[nodiscard]] ErrorLog& errors() noexcept { return errors_; }
   [[nodiscard]] EngineTrace& trace() noexcept { return trace_; }
+  // The observers (observers.h): makes them from `observers` and `statistics` (EngineOptions), unless there are none;
+  // returns them, or null. Once, by the engine's constructor, before its executors start.
+  [[nodiscard]] Observers* observe(std::vector<Observer*> observers, bool statistics,
+                                   const std::vector<std::unique_ptr<Executor>>& executors);
+  [[nodiscard]] Observers* observers() const noexcept { return observers_.get(); }
 
   // Starts a trace DEPENGINE_TRACE names, and the stall watch unless reports are off (its reports to `stall_sink`, or
   // stderr if null).
@@ -78,6 +85,7 @@ class Diagnostics {
   std::mutex hooks_mutex_;
   std::vector<std::shared_ptr<ShutdownHook::State>> hooks_;       // guarded by hooks_mutex_
   std::vector<std::shared_ptr<ReportHook::State>> report_hooks_;  // guarded by hooks_mutex_
+  std::unique_ptr<Observers> observers_;                          // null: none
   // Null when stall reports are off, and once stop_watch() has run.
   std::unique_ptr<StallWatch> stall_watch_;
 };

@@ -9,6 +9,8 @@ namespace depengine::detail {
 
 // Runs `op`, ready at its push, on the pushing thread (work-first), and submits what that makes ready.
 void EngineCore::run_pushed(OpRecord* op) noexcept {
+  if (observing_ != nullptr) [[unlikely]]
+    observing_->ready(*op);
   TaskList ready;
   execute(*op, -1, ready);
   submit_in_priority_order(ready);
@@ -22,10 +24,15 @@ void EngineCore::grant(OpRecord* op, TaskList* ready) noexcept {
 void EngineCore::route(OpNode* node, TaskList& ready) noexcept {
   if (node->owner_kind == kGraphJoin) {
     graphs_.grant_join(static_cast<GraphJoin*>(node), ready);
-  } else if (has_streams_) {
-    make_ready(static_cast<OpRecord*>(node), ready);
+    return;
+  }
+  OpRecord* op = static_cast<OpRecord*>(node);
+  if (observing_ != nullptr) [[unlikely]]
+    observing_->ready(*op);
+  if (has_streams_) {
+    make_ready(op, ready);
   } else {
-    ready.push_back(static_cast<OpRecord*>(node));
+    ready.push_back(op);
   }
 }
 

@@ -71,6 +71,15 @@ std::vector<std::unique_ptr<Executor>> apply_engine_type(std::vector<std::unique
   return executors;
 }
 
+// DEPENGINE_PROFILE: unset, empty or 0: off; 1: statistics on, and their table printed at the engine's destruction.
+bool profile_from_env() {
+  const char* value = std::getenv("DEPENGINE_PROFILE");
+  if (value == nullptr || *value == '\0' || std::string_view(value) == "0") return false;
+  if (std::string_view(value) == "1") return true;
+  throw Error("DEPENGINE_PROFILE='" + std::string(value) +
+              "': expected 1 (per-name statistics, printed at the engine's destruction) or 0");
+}
+
 }  // namespace
 
 EngineCore::EngineCore(EngineOptions options)
@@ -96,6 +105,8 @@ EngineCore::EngineCore(EngineOptions options)
                 " (kMaxEngineAxes, the capacity of a wait frontier): give the stream executors fewer devices or fewer "
                 "streams per device (StreamExecutorOptions), or split the devices over several engines");
   }
+  profile_at_exit_ = profile_from_env();
+  observing_ = diagnostics_.observe(std::move(options.observers), options.statistics || profile_at_exit_, executors_);
   internal_.start(*this);
   for (const auto& executor : executors_) executor->start(*this);
   diagnostics_.start(std::move(options.stall_sink));
@@ -123,6 +134,22 @@ void EngineCore::shutdown() noexcept {
     }
   }
   for (const auto& executor : executors_) executor->stop();
+  if (profile_at_exit_) {
+    try {
+      const std::string table = diagnostics_.observers()->statistics()->Table().ToString();
+      std::fprintf(stderr, "%s", table.c_str());
+    } catch (const std::exception& e) {  // out of memory
+      std::fprintf(stderr, "depengine: DEPENGINE_PROFILE: %s\n", e.what());
+    }
+  }
+}
+
+const OpStatistics& EngineCore::statistics() const {
+  const Observers* observers = observing_;
+  if (observers == nullptr || observers->statistics() == nullptr) {
+    throw Error("Statistics: statistics are off; set EngineOptions::statistics (or DEPENGINE_PROFILE=1)");
+  }
+  return *observers->statistics();
 }
 
 Executor& EngineCore::executor_at(std::uint32_t index) const {

@@ -5,7 +5,8 @@
 //   OpGate        (op_gate.h)       whether an op about to run runs: cancelled, torn down, an input's error, no_skip;
 //                                   every op passes it, pushed or replayed
 //   GraphRunner   (graph_runner.h)  Capture and Replay; it reaches the core through the calls listed in its header
-//   Diagnostics   (diagnostics.h)   the error log, the trace, the in-flight report, the stall watch, the hooks
+//   Diagnostics   (diagnostics.h)   the error log, the trace, the in-flight report, the stall watch, the hooks, the
+//                                   observers (observers.h: told at each step of an op's life)
 // Its own members are grouped by step of an op's life, a file each:
 //   push.cpp        publish: a record from push options, sort and fold the variables, append to every queue once all
 //                   their locks are held
@@ -51,6 +52,7 @@
 #include <depengine/engine/detail/graph_plan.h>
 #include <depengine/engine/detail/graph_runner.h>
 #include <depengine/engine/detail/in_flight.h>
+#include <depengine/engine/detail/observers.h>
 #include <depengine/engine/detail/op_function.h>
 #include <depengine/engine/detail/op_gate.h>
 #include <depengine/engine/detail/op_record.h>
@@ -153,6 +155,10 @@ class EngineCore final : public ExecutorHost {
   [[nodiscard]] EngineTrace& trace() noexcept { return diagnostics_.trace(); }
   [[nodiscard]] const OpGate& gate() const noexcept { return gate_; }
   [[nodiscard]] bool has_streams() const noexcept { return has_streams_; }
+  // The engine's observers (observers.h), or null when it has none.
+  [[nodiscard]] Observers* observing() const noexcept { return observing_; }
+  // Engine::Statistics: the engine's own OpStatistics; throws Error when statistics are off.
+  [[nodiscard]] const OpStatistics& statistics() const;
   // completion.cpp: gives `var`, mutated by an op of `owner` through a handle of generation `tag`, the error `error`
   // unless it already has one, and records it for WaitForAll: how every failed or skipped op, pushed or replayed,
   // passes its error on.
@@ -172,6 +178,15 @@ class EngineCore final : public ExecutorHost {
   [[nodiscard]] OpRecord* deletion_record(VarState* var, std::uint32_t generation, OpFunction deleter,
                                           const PushOptions& options);
   // The record of a deletion of `var` (whose handles are of `generation`), with `deleter` as its function.
+
+  // ExecutorHost: the executors' threads, told to the observers.
+  [[nodiscard]] bool observes_threads() const noexcept override { return observing_ != nullptr; }
+  void thread_started(const Executor& executor, int worker) noexcept override {
+    observing_->thread_started(executor, worker);
+  }
+  void thread_stopped(const Executor& executor, int worker) noexcept override {
+    observing_->thread_stopped(executor, worker);
+  }
 
   // ExecutorHost: the threads waiting on this engine (InFlight).
   [[nodiscard]] bool helpers_asleep() const noexcept override { return in_flight_.helpers_asleep(); }
@@ -211,6 +226,8 @@ class EngineCore final : public ExecutorHost {
   // every push ends in it); run_pushed() runs an op ready at its push on the pushing thread (work-first).
   void grant(OpRecord* op, TaskList* ready) noexcept;
   void hand_on(OpRecord* op, TaskList* ready) noexcept {
+    if (observing_ != nullptr) [[unlikely]]
+      observing_->ready(*op);
     TaskList own;
     TaskList& out = ready != nullptr ? *ready : own;
     if (has_streams_) {
@@ -223,7 +240,8 @@ class EngineCore final : public ExecutorHost {
   [[gnu::cold]] void run_pushed(OpRecord* op) noexcept;
 
   // completion.cpp
-  // Whether the op is stopped at the gate (op_gate.h), with its error set; on its scope's cancellation, recorded.
+  // Whether the op is stopped at the gate (op_gate.h), with its error set; on its scope's cancellation, recorded. A
+  // stopped op's end is told to the observers here, as skipped or cancelled.
   [[nodiscard]] bool stopped(OpRecord* op) noexcept {
     const OpGate::Verdict verdict =
         gate_.check(op->scope, !op->deletes_var && !op->internal, op->no_skip, &op->error, op->uses, op->num_uses);
@@ -231,7 +249,13 @@ class EngineCore final : public ExecutorHost {
       return false;
     if (verdict.error != &op->error) op->error = *verdict.error;
     if (verdict.scope_cancelled) errors().raise(op->error, op->name_view(), op->owner);
+    if (observing_ != nullptr) [[unlikely]]
+      observing_->ended(*op, verdict.cancelled ? OpOutcome::kCancelled : OpOutcome::kSkipped, &op->error);
     return true;
+  }
+  // The op's error, or null: what observers are told at its end.
+  [[nodiscard]] static const std::exception_ptr* error_of(const OpRecord* op) noexcept {
+    return op->error != nullptr ? &op->error : nullptr;
   }
   // For a no_skip op about to run: sets ctx.input_error and input_error_var from its first variable with an error.
   void note_input_error(const OpRecord* op, RunContext& ctx) const noexcept;
@@ -279,6 +303,10 @@ class EngineCore final : public ExecutorHost {
   // must run on the host even when the default executor is a stream executor.
   InlineExecutor internal_;
   const bool has_streams_;  // an executor issues ahead: signals are carried and wait frontiers built
+  // The engine's observers (Diagnostics owns them), or null: tested at each event of an op's life (observers.h).
+  Observers* observing_ = nullptr;
+  // DEPENGINE_PROFILE=1: shutdown() prints the statistics' table to stderr.
+  bool profile_at_exit_ = false;
   // Read by every op before it runs; closed by shutdown().
   OpGate gate_;
   // EngineOptions::stall_report_after, or DEPENGINE_STALL_REPORT's; EngineOptions::kNoStallReport when off.

@@ -61,6 +61,7 @@
 #include <vector>
 
 #include <depengine/engine/cancel_scope.h>
+#include <depengine/engine/detail/observed_op.h>
 #include <depengine/engine/detail/op_function.h>
 #include <depengine/engine/detail/var_table.h>
 #include <depengine/engine/op_name.h>
@@ -299,6 +300,8 @@ class GraphInstance {
   std::int64_t replay = 0;          // RunContext::replay
   std::uint64_t owner = 0;          // the replaying thread (error_log.h), whose ops these are
   std::uint64_t trace_ops = 0;      // traced: op i's trace id is trace_ops + i (TraceRecorder::next_ops); 0: not
+  // On an engine with observers (observers.h): op i's id and times; made at the instance's first observed replay.
+  std::unique_ptr<ObservedOp[]> observed;
   // ReplayOptions::scope's state: every op of this replay belongs to it instead of its captured scope; null: none.
   // Each op holds a reference to it (ScopeState::op_pushed) until it retires.
   ScopeState* scope = nullptr;

@@ -62,7 +62,10 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
   GraphInstance* instance = nullptr;
   try {
     instance = plan->take();
+    if (Observers* observers = core_.observing(); observers != nullptr) [[unlikely]]
+      observers->replayed(*instance);
   } catch (...) {  // out of memory
+    if (instance != nullptr) plan->give_back(instance);
     in_flight.leave(count);
     throw;
   }
@@ -111,6 +114,12 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
     in_flight.leave(count);
     throw Error("Replay: a variable the graph uses was deleted (DeleteVariable) since the capture");
   }
+  // The ops granted at append were made ready under the locks, where no observer may be called: told now, before
+  // they are submitted below.
+  if (Observers* observers = core_.observing(); observers != nullptr) [[unlikely]] {
+    for (Task* task = ready.front(); task != nullptr; task = task->next_)
+      observers->ready(*static_cast<GraphOp*>(task));
+  }
   // Before our grants below: until then no op of the replay can run, and so none complete and count out.
   if (scope != nullptr) [[unlikely]] {
     scope->op_pushed(static_cast<std::uint32_t>(count));  // every op of the replay is the replay's scope's
@@ -128,7 +137,7 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
     --linked;
     if (join.grant()) grant_join(&join, ready);
   }
-  for (const std::uint32_t root : plan->roots()) ready.push_back(&instance->ops[root]);
+  for (const std::uint32_t root : plan->roots()) made_ready(instance->ops[root], ready);
   // Traced: the ops in `ready` were ready once the replay was published (replay_ready only tells them apart by their
   // address in `ops`; it touches no instance).
   if (traced != 0 && !ready.empty()) core_.trace().replay_ready(traced, ops, ready);
@@ -148,9 +157,12 @@ void GraphRunner::execute(GraphOp* op, int worker, TaskList& ready) noexcept {
   ScopeState* const scope = scope_of(instance, planned);
   std::exception_ptr error;
   const OpGate::Verdict verdict = core_.gate().check(scope, true, planned.no_skip, nullptr, uses, num_uses);
+  Observers* const observers = core_.observing();
   if (verdict.error != nullptr) [[unlikely]] {
     error = *verdict.error;
     if (verdict.scope_cancelled) core_.errors().raise(error, planned.name_view(), instance->owner);
+    if (observers != nullptr) [[unlikely]]
+      observers->ended(*op, verdict.cancelled ? OpOutcome::kCancelled : OpOutcome::kSkipped, &error);
   } else {
     const RunningScope running(&core_, &ready, instance->owner);
     RunContext ctx{planned.name_view(), worker, op->executor(), nullptr, nullptr, scope};
@@ -164,6 +176,8 @@ void GraphRunner::execute(GraphOp* op, int worker, TaskList& ready) noexcept {
     ctx.replay = instance->replay;
     TraceRecorder* trace = instance->trace_ops != 0 ? core_.trace().recorder() : nullptr;
     const std::int64_t start = trace != nullptr ? trace->now() : 0;
+    if (observers != nullptr) [[unlikely]]
+      observers->started(*op, worker);
     OpRecord* record = nullptr;
     if (planned.async) {
       // A pooled record for the Completion to point at (see Retirement in graph_plan.h).
@@ -176,6 +190,9 @@ void GraphRunner::execute(GraphOp* op, int worker, TaskList& ready) noexcept {
       core_.call_async(record, planned.fn, ctx, planned.name_view());
     } else {
       core_.call(planned.fn, ctx, planned.name_view(), instance->owner, error);
+      if (observers != nullptr) [[unlikely]]
+        observers->ended(*op, error != nullptr ? OpOutcome::kFailed : OpOutcome::kRan,
+                         error != nullptr ? &error : nullptr);
     }
     if (trace != nullptr) {
       core_.trace().replayed_op(plan, planned, instance->trace_ops + index, instance->replay, op->executor(), worker,
@@ -195,6 +212,8 @@ void GraphRunner::complete_async(OpRecord* record, const std::exception_ptr& err
   GraphOp* op = record->replayed;
   const GraphPlan::Op& planned = op->instance->plan.op(index_of(op));
   if (error != nullptr) core_.errors().raise(error, planned.name_view(), record->owner);
+  if (Observers* observers = core_.observing(); observers != nullptr) [[unlikely]]
+    observers->ended(*op, error != nullptr ? OpOutcome::kFailed : OpOutcome::kRan, error != nullptr ? &error : nullptr);
   complete(op, planned, error, ready, false);
 }
 
@@ -255,7 +274,7 @@ void GraphRunner::complete(GraphOp* op, const GraphPlan::Op& planned, const std:
     if (!next.grant()) continue;
     // `next` is ours: the instance cannot end while its arrow is drawn.
     if (traced != 0) core_.trace().replay_release(plan, index_of(op), index, traced);
-    ready.push_back(&next);
+    made_ready(next, ready);
   }
   if (retire) retire_instance(instance);
 }
@@ -273,9 +292,15 @@ void GraphRunner::grant_join(GraphJoin* join, TaskList& ready, std::uint64_t fro
     GraphOp& op = instance->ops[*target];
     if (!op.grant()) continue;
     if (traced != 0) core_.trace().join_release(from, traced + *target, planned.var, planned.tag);
-    ready.push_back(&op);
+    made_ready(op, ready);
   }
   retire_instance(instance);  // the join is done: the instance (and its plan) may go once the ops are
+}
+
+void GraphRunner::made_ready(GraphOp& op, TaskList& ready) noexcept {
+  if (Observers* observers = core_.observing(); observers != nullptr) [[unlikely]]
+    observers->ready(op);
+  ready.push_back(&op);
 }
 
 void GraphRunner::retire_instance(GraphInstance* instance) noexcept {

@@ -68,6 +68,9 @@ class GraphRunner {
   // its successors, and retires it if `retire` (graph_plan.h, Retirement).
   void complete(GraphOp* op, const GraphPlan::Op& planned, const std::exception_ptr& error, TaskList& ready,
                 bool retire) noexcept;
+  // Replayed op `op` has its last grant: to `ready`, told to the observers first (the one place a replayed op becomes
+  // ready, but for those a join grants at append, which replay() tells after letting the locks go).
+  void made_ready(GraphOp& op, TaskList& ready) noexcept;
   // A sink op or a join of `instance` is done; the last frees the instance and counts its ops out of flight.
   void retire_instance(GraphInstance* instance) noexcept;
   // A replay of a graph of stream ops: one pushed op (stream_graph.h); and that op's function, issued on a stream.

@@ -30,9 +30,12 @@ class OpGate {
  public:
   // What keeps an op from running: the error it completes with instead (null: it runs), and whether that error is a
   // cancellation by its scope that the op did not carry already (the caller records it in the error log).
+  // `cancelled`: the op is stopped by a cancellation (its scope's, or the teardown's), not by an error it or an input
+  // carries (for observers: OpOutcome::kCancelled).
   struct Verdict {
     const std::exception_ptr* error = nullptr;
     bool scope_cancelled = false;
+    bool cancelled = false;
   };
 
   explicit OpGate(bool cancel_on_destruction)
@@ -59,9 +62,11 @@ class OpGate {
     if ((scope != nullptr || cancelling_.load(std::memory_order_relaxed)) && cancellable) [[unlikely]] {
       // acquire: pairs with the release store of CancelScope::Cancel(), which wrote the scope's error first.
       if (scope != nullptr && scope->cancelled.load(std::memory_order_acquire)) {
-        return has_own ? Verdict{own, false} : Verdict{&scope->error, true};
+        return has_own ? Verdict{own, false} : Verdict{&scope->error, true, true};
       }
-      if (cancelling_.load(std::memory_order_relaxed)) return Verdict{has_own ? own : &teardown_error_, false};
+      if (cancelling_.load(std::memory_order_relaxed)) {
+        return has_own ? Verdict{own, false} : Verdict{&teardown_error_, false, true};
+      }
     }
     if (has_own) return Verdict{own, false};
     if (!no_skip) {

@@ -24,6 +24,7 @@
 #include <string_view>
 
 #include <depengine/engine/cancel_scope.h>
+#include <depengine/engine/detail/observed_op.h>
 #include <depengine/engine/detail/op_function.h>
 #include <depengine/engine/fence.h>
 #include <depengine/engine/op_name.h>
@@ -63,7 +64,8 @@ struct FenceWaiter final : TimelineWaiter {
 //   line 2, op state:  uses, flags, trace id (pusher, before publication); error (runner); reset by recycler.
 //   lines 3-5, uses:   inline_uses. Each VarUse's `next` is written by later pushers of the same variable, under its
 //                      lock, while the op waits; apart from the op's own state so those appends do not disturb it.
-//   line 6, async:     holds and ticket, written by the function's thread and the completing thread, concurrently.
+//   line 6, async:     holds and ticket, written by the function's thread and the completing thread, concurrently;
+//                      and `observed`, written by the steps of an op's life on engines with observers only.
 //   line 7, name:      written by the pusher and read by the runner (and traces) only for ops that have a name.
 //   cold:              wait frontier, parking and fence waiters, fences, a stream op's trace lane: stream and fence
 //                      state, which a CPU-only engine's ops without fences never touch (prepare_cold()).
@@ -182,6 +184,9 @@ struct OpRecord final : Task, OpNode {
   // With replay_completion: the async op of a replay whose Completion this record carries (graph_runner.cpp), so that a
   // stale call still finds pooled memory. Written before the Completion exists.
   GraphOp* replayed = nullptr;
+  // On an engine with observers (observer.h): the op's id and the times of its steps so far, written by the thread that
+  // passes it through each (push, last grant, start) before the next hand-off; untouched (stale) on other engines.
+  ObservedOp observed;
 
   // Line 7: the name (PushOptions::name), copied only when there is one.
   alignas(support::kCacheLine) OpName name;
@@ -220,7 +225,8 @@ static_assert(offsetof(OpRecord, fn) == 64 && sizeof(OpFunction) == 64, "line 1:
 static_assert(offsetof(OpRecord, error) == 128 && offsetof(OpRecord, scope) + sizeof(ScopeState*) <= 192,
               "line 2: the op's state");
 static_assert(offsetof(OpRecord, inline_uses) == 192 && sizeof(OpRecord::inline_uses) == 192, "lines 3-5: uses");
-static_assert(offsetof(OpRecord, holds) == 384 && offsetof(OpRecord, ticket) < 448, "line 6: the async holders");
+static_assert(offsetof(OpRecord, holds) == 384 && offsetof(OpRecord, observed) + sizeof(ObservedOp) <= 448,
+              "line 6: the async holders and the observed times");
 static_assert(offsetof(OpRecord, name) == 448 && sizeof(OpName) <= 64, "line 7: the name alone");
 static_assert(offsetof(OpRecord, requirement) == 512, "cold lines after the hot ones");
 #pragma GCC diagnostic pop

@@ -211,6 +211,8 @@ OpRecord* EngineCore::record_for(Executor* executor, const PushOptions& options,
     op->trace_op = TraceRecorder::next_op();
     trace().pushed(*op);
   }
+  if (observing_ != nullptr) [[unlikely]]
+    observing_->pushed(*op);
   return op;
 }
 

@@ -35,6 +35,10 @@ bool EngineCore::issue(Task& task, const StreamPlacement& where, FrontierEntry s
     return false;
   }
   if (op->trace_op != 0) trace().stream_issue(*op, signal, waited);
+  if (observing_ != nullptr) [[unlikely]] {
+    op->issued_at = signal;  // the stream its observers are told (set again below for every op)
+    observing_->started(*op, -1, true);
+  }
   {
     const RunningScope running(this, &ready, op->owner);
     RunContext ctx{op->name_view(), -1, op->executor()};
@@ -63,6 +67,8 @@ void EngineCore::skip(Task& task, std::exception_ptr error, TaskList& ready) noe
   if (op->stream_graph != nullptr) op->stream_graph->count_extra_mutations();  // skipped whole
   errors().raise(error, op->name_view(), op->owner);  // a new error (bad placement), or the failed stream's again
   if (op->error == nullptr) op->error = std::move(error);
+  if (observing_ != nullptr) [[unlikely]]
+    observing_->ended(*op, OpOutcome::kSkipped, &op->error);
   finish(op, ready, skipped_signal(op));
 }
 
@@ -79,6 +85,10 @@ void EngineCore::complete_issued(Task& task, std::exception_ptr error) noexcept 
         errors().poison(vars_.handle(state_of(use), use.tag), error, op->owner);
       }
     }
+  }
+  if (observing_ != nullptr) [[unlikely]] {
+    const std::exception_ptr* failed = error != nullptr ? &error : error_of(op);
+    observing_->ended(*op, failed != nullptr ? OpOutcome::kFailed : OpOutcome::kRan, failed);
   }
   signal_fences(op, error != nullptr ? error : op->error);
   if (op->trace_op != 0) trace().stream_op(*op, in_flight_.upper_bound(), executors_);

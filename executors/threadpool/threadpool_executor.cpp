@@ -54,7 +54,58 @@ ThreadPoolExecutor::ThreadPoolExecutor(ThreadPoolOptions options)
   }
 }
 
+// oneTBB calls it on each thread that joins or leaves the arena; it passes the thread on to the host.
+//
+// observe(false) waits for the callbacks in progress, and oneTBB calls none after it; but oneTBB is uninstrumented
+// (cmake/tsan-ignorelist.txt), so the edges that ThreadSanitizer must see are our own: the constructor's release of
+// armed_ before observe(true), and each callback's release of active_ once it is done with this object and the host,
+// which the destructor acquires after observe(false).
+class ThreadPoolExecutor::ThreadObserver final : public tbb::task_scheduler_observer {
+ public:
+  explicit ThreadObserver(ThreadPoolExecutor& pool) : tbb::task_scheduler_observer(pool.arena_), pool_(pool) {
+    armed_.store(true, std::memory_order_release);  // release: pairs with the acquire in each callback
+    observe(true);
+  }
+  ~ThreadObserver() override {
+    observe(false);  // waits for the callbacks in progress; none is called after
+    // acquire: pairs with the release decrement of each callback, the last access to this object and the host. Zero
+    // at once, since observe(false) waited for them; the loop only names the edge.
+    while (active_.load(std::memory_order_acquire) != 0) std::this_thread::yield();
+  }
+  ThreadObserver(const ThreadObserver&) = delete;
+  ThreadObserver& operator=(const ThreadObserver&) = delete;
+
+  void on_scheduler_entry(bool /*is_worker*/) override { tell(true); }
+  void on_scheduler_exit(bool /*is_worker*/) override { tell(false); }
+
+ private:
+  void tell(bool entered) noexcept {
+    // acquire: pairs with the release in the constructor; before any other access to this object, which oneTBB's
+    // threads (some made before it) reach through uninstrumented code alone.
+    if (!armed_.load(std::memory_order_acquire)) return;
+    // relaxed: the decrement below carries this callback's accesses to the destructor; the count only needs to be
+    // exact.
+    active_.fetch_add(1, std::memory_order_relaxed);
+    const int worker = tbb::this_task_arena::current_thread_index();
+    if (entered) {
+      pool_.host_->thread_started(pool_, worker);
+    } else {
+      pool_.host_->thread_stopped(pool_, worker);
+    }
+    active_.fetch_sub(1, std::memory_order_release);  // release: pairs with the acquire in the destructor
+  }
+
+  ThreadPoolExecutor& pool_;
+  std::atomic<bool> armed_{false};
+  std::atomic<int> active_{0};  // callbacks in progress
+};
+
 ThreadPoolExecutor::~ThreadPoolExecutor() { stop(); }
+
+void ThreadPoolExecutor::start(ExecutorHost& host) {
+  host_ = &host;
+  if (host.observes_threads()) thread_observer_ = std::make_unique<ThreadObserver>(*this);
+}
 
 void ThreadPoolExecutor::launch_drainer() noexcept {
   {
@@ -512,8 +563,12 @@ void ThreadPoolExecutor::drain() {
 }
 
 void ThreadPoolExecutor::stop() noexcept {
-  std::unique_lock lock(alive_mutex_);
-  alive_cv_.wait(lock, [this] { return alive_ == 0; });
+  {
+    std::unique_lock lock(alive_mutex_);
+    alive_cv_.wait(lock, [this] { return alive_ == 0; });
+  }
+  // A thread still in the arena now gets no stop call: the host may be gone once stop() returns.
+  thread_observer_.reset();
 }
 
 }  // namespace depengine

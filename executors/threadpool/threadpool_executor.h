@@ -57,6 +57,7 @@
 
 #include <oneapi/tbb/global_control.h>
 #include <oneapi/tbb/task_arena.h>
+#include <oneapi/tbb/task_scheduler_observer.h>
 
 #include <atomic>
 #include <chrono>
@@ -115,7 +116,9 @@ class ThreadPoolExecutor final : public Executor {
     return outside_submitting_.load(std::memory_order_relaxed);  // relaxed: a hint
   }
 
-  void start(ExecutorHost& host) override { host_ = &host; }
+  // When the host observes threads (ExecutorHost::observes_threads), tells it of each thread that enters or leaves the
+  // pool's arena, from that thread (a oneTBB task_scheduler_observer on the arena), until stop().
+  void start(ExecutorHost& host) override;
   void submit(Task& task) noexcept override;
   [[nodiscard]] bool run_here(const Task& task) const noexcept override;
   [[nodiscard]] bool try_help() noexcept override;
@@ -236,6 +239,10 @@ class ThreadPoolExecutor final : public Executor {
   std::mutex alive_mutex_;
   std::condition_variable alive_cv_;
   int alive_ = 0;  // guarded by alive_mutex_
+
+  // Tells the host of the threads entering and leaving the arena; made by start() when the host observes threads.
+  class ThreadObserver;
+  std::unique_ptr<ThreadObserver> thread_observer_;
 };
 
 }  // namespace depengine
