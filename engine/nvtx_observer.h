@@ -28,6 +28,7 @@ class NvtxObserver final : public Observer {
  public:
   NvtxObserver() = default;
 
+  // Its Observer members: a range starts at OnStart and ends at OnEnd; the other events are ignored, and no times read.
   void OnReady(const OpEvent& /*op*/) noexcept override {}
   void OnStart(const OpEvent& op) noexcept override;
   void OnEnd(const OpEvent& op) noexcept override;

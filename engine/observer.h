@@ -79,10 +79,10 @@ struct OpEvent {
   std::uint32_t executor = 0;  // its executor's index in EngineOptions::executors
   std::int64_t replay = -1;    // a replayed op: which replay of its graph (RunContext::replay); -1: a pushed op
   std::int64_t pushed_at = 0;  // its push (a replayed op: its Replay call)
-  std::int64_t ready_at = 0;
-  std::int64_t started_at = 0;
-  std::int64_t ended_at = 0;
-  int worker = -1;  // the executor's worker that ran it; -1: a thread not the executor's, or a stream op
+  std::int64_t ready_at = 0;   // its dependencies were met
+  std::int64_t started_at = 0;  // its function was called (a stream op: issued); 0 if it did not run
+  std::int64_t ended_at = 0;    // it ended (OnEnd)
+  int worker = -1;              // the executor's worker that ran it; -1: a thread not the executor's, or a stream op
   // A stream op: the axis of the stream it was issued on (StreamFacet::axis_name names it, "d0 compute 1") and its
   // epoch there; a CPU op: the null axis.
   Axis stream{};
@@ -94,9 +94,9 @@ struct OpEvent {
 
 // A thread of an executor (OnThreadStart, OnThreadStop).
 struct ThreadEvent {
-  std::uint32_t executor = 0;  // its executor's index in EngineOptions::executors
-  std::string_view executor_name;
-  int worker = -1;  // the thread's worker index in its executor (RunContext::worker)
+  std::uint32_t executor = 0;      // its executor's index in EngineOptions::executors
+  std::string_view executor_name;  // Executor::name() of that executor
+  int worker = -1;                 // the thread's worker index in its executor (RunContext::worker)
 };
 
 // Implement every member; see the top of this file for when each is called and what it may do.
@@ -107,9 +107,11 @@ class Observer {
   Observer& operator=(const Observer&) = delete;
   virtual ~Observer() = default;
 
+  // The op's events, in this order, each once per op (OnStart only if it ran); see the top of this file.
   virtual void OnReady(const OpEvent& op) noexcept = 0;
   virtual void OnStart(const OpEvent& op) noexcept = 0;
   virtual void OnEnd(const OpEvent& op) noexcept = 0;
+  // A thread of an executor started, or stopped, working for it (the oneTBB pool's threads only).
   virtual void OnThreadStart(const ThreadEvent& thread) noexcept = 0;
   virtual void OnThreadStop(const ThreadEvent& thread) noexcept = 0;
   // Whether the observer reads the times of its events; asked once, when the engine is built. Default: true.

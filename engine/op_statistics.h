@@ -31,27 +31,41 @@ namespace depengine {
 
 // One op name's row.
 struct OpNameStatistics {
-  std::string name;
-  std::uint64_t count = 0;  // ops ended: ran + failed + skipped + cancelled
-  std::uint64_t ran = 0, failed = 0, skipped = 0, cancelled = 0;
-  // Over the ops that started (ran or failed).
-  std::chrono::nanoseconds run_total{}, run_mean{}, run_p50{}, run_p99{}, run_max{};
-  std::chrono::nanoseconds queue_total{}, queue_mean{}, queue_max{};  // ready to start
-  // Over every op that ended.
-  std::chrono::nanoseconds wait_total{}, wait_mean{}, wait_max{};  // push to ready
+  std::string name;             // PushOptions::name (empty: the ops without one)
+  std::uint64_t count = 0;      // ops ended: ran + failed + skipped + cancelled
+  std::uint64_t ran = 0;        // ended OpOutcome::kRan
+  std::uint64_t failed = 0;     // ended OpOutcome::kFailed
+  std::uint64_t skipped = 0;    // ended OpOutcome::kSkipped
+  std::uint64_t cancelled = 0;  // ended OpOutcome::kCancelled
+  // Run time (start to end), over the ops that started (ran or failed); p50 and p99 within 1/16.
+  std::chrono::nanoseconds run_total{};  // the sum
+  std::chrono::nanoseconds run_mean{};   // the mean
+  std::chrono::nanoseconds run_p50{};    // the median
+  std::chrono::nanoseconds run_p99{};    // the 99th percentile
+  std::chrono::nanoseconds run_max{};    // the longest
+  // Queueing (ready to start), over the ops that started.
+  std::chrono::nanoseconds queue_total{};  // the sum
+  std::chrono::nanoseconds queue_mean{};   // the mean
+  std::chrono::nanoseconds queue_max{};    // the longest
+  // Waiting on dependencies (push to ready), over every op that ended.
+  std::chrono::nanoseconds wait_total{};  // the sum
+  std::chrono::nanoseconds wait_mean{};   // the mean
+  std::chrono::nanoseconds wait_max{};    // the longest
 };
 
 // One executor worker's row; `worker` -1 gathers the ops of an executor run by threads not its own (pushing threads
 // that ran an op themselves, waiting threads that helped, an inline executor's callers). Stream ops are not counted
 // here: their run time is device time.
 struct WorkerStatistics {
-  std::uint32_t executor = 0;  // its index in EngineOptions::executors
-  int worker = -1;
+  std::uint32_t executor = 0;       // its index in EngineOptions::executors
+  int worker = -1;                  // its worker index (RunContext::worker), or -1 (above)
   std::uint64_t ops = 0;            // ops started on it
   std::chrono::nanoseconds busy{};  // their run time
   std::chrono::nanoseconds idle{};  // the table's window less busy (0 if busy exceeds it: async ops end elsewhere)
 };
 
+// The statistics of an engine's ops at one moment (Engine::Statistics, OpStatistics::Table): a row per op name and a
+// row per executor worker.
 struct StatisticsTable {
   std::vector<OpNameStatistics> ops;      // by run_total, largest first (then by name)
   std::vector<WorkerStatistics> workers;  // by executor, then worker
@@ -72,6 +86,7 @@ class OpStatistics final : public Observer {
   // Forgets every row and starts a new window.
   void Reset();
 
+  // Its Observer members: each event counted in the calling thread's shard.
   void OnReady(const OpEvent& op) noexcept override;
   void OnStart(const OpEvent& op) noexcept override;
   void OnEnd(const OpEvent& op) noexcept override;
