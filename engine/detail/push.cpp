@@ -154,6 +154,14 @@ std::int32_t publish(OpRecord* op, bool self_grant) noexcept {
   // appends.
   op->reset_wait(static_cast<std::int32_t>(count) + (op->waits_fences ? 1 : 0) + (self_grant ? 1 : 0));
   std::int32_t granted = 0;
+  if (op->host_kind_ == kAccumulatingOp) [[unlikely]] {  // accumulation.cpp: once per op, not per use
+    for (std::uint32_t i = 0; i < count; ++i) {
+      VarQueue* const var = uses[i].var;  // as below
+      if (var->append_any_locked(uses[i])) ++granted;
+      var->unlock();
+    }
+    return granted;
+  }
   for (std::uint32_t i = 0; i < count; ++i) {
     VarQueue* const var = uses[i].var;  // read before the append, after which a use without our grant may be gone
     if (var->append_locked(uses[i])) ++granted;

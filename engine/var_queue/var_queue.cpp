@@ -6,8 +6,7 @@
 namespace depengine {
 
 bool VarQueue::append_locked(VarUse& use) noexcept {
-  if (use.access == Access::kAccumulate) [[unlikely]]
-    return append_member_locked(use);
+  assert(use.access != Access::kAccumulate && "an accumulation is appended with append_any_locked()");
   use.next = nullptr;  // not linked yet: nobody else reads it
   if (tail_ == nullptr) {
     if (use.access == Access::kRead) {

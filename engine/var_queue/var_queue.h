@@ -157,6 +157,11 @@ class VarQueue {
   // before lock() is released (the fast path): its op's counter must already hold every grant the op waits for, the
   // pusher's own included if it holds one (op_node.h). Requires lock() held.
   [[nodiscard]] bool append_locked(VarUse& use) noexcept;
+  // append_locked() for a use that may be an accumulation (Access::kAccumulate; see Groups above), which
+  // append_locked() does not take: a push that has none pays no test per use for them.
+  [[nodiscard]] bool append_any_locked(VarUse& use) noexcept {
+    return use.access == Access::kAccumulate ? append_member_locked(use) : append_locked(use);
+  }
 
   // Records that `use` has completed (or, for a stream op, been issued): releases the ops it was holding back,
   // appending those made ready to `ready`. `signal` (null: none, the engine has no streams) is what later users must
@@ -281,11 +286,12 @@ class VarQueue {
   static constexpr std::uint32_t kHandOverReads = 16;
   void hand_over(const VarUse& use, VarUse& next, ReadyList& ready) noexcept;
   bool hand_over_to_reads(const VarUse& use, VarUse& first_read, ReadyList& ready) noexcept;
-  // Groups (see Groups above). Each requires lock_ held.
-  bool append_member_locked(VarUse& use) noexcept;
+  // Groups (see Groups above). Each requires lock_ held, but complete_member(). Out of line: inlined into
+  // append_locked() and complete(), the first two made every append and completion save registers they do not need.
+  [[gnu::noinline]] bool append_member_locked(VarUse& use) noexcept;
   void grant_first_locked(VarUse& first, ReadyList& ready) noexcept;
-  void open_group_locked(VarUse& first, ReadyList& ready) noexcept;
-  void complete_member(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;
+  [[gnu::noinline]] void open_group_locked(VarUse& first, ReadyList& ready) noexcept;
+  [[gnu::noinline]] void complete_member(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;
   void close_group_locked(ReadyList& ready) noexcept;
   bool hand_over_when_linked(const VarUse& use, ReadyList& ready) noexcept;
   void complete_slow(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;

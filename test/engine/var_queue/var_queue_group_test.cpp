@@ -18,7 +18,7 @@ struct MemberOp : OpNode {
   bool push() {
     use.var->lock();
     reset_wait(1);
-    const bool at_append = use.var->append_locked(use);
+    const bool at_append = use.var->append_any_locked(use);
     use.var->unlock();
     return at_append;
   }
