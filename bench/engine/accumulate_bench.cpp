@@ -101,6 +101,13 @@ double median(std::vector<double> values) {
 
 int main(int argc, char** argv) {
   Config config;
+  for (int i = 1; i < argc; ++i) {
+    if (const std::string flag = argv[i]; flag == "--help" || flag == "-h") {
+      std::printf(
+          "usage: bench_accumulate [--ops N] [--add-us A] [--spacing-us S] [--runs R] [--workers W] [--seed X]\n");
+      return 0;
+    }
+  }
   for (int i = 1; i + 1 < argc; i += 2) {
     const std::string flag = argv[i];
     const long value = std::strtol(argv[i + 1], nullptr, 10);
