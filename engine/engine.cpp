@@ -26,6 +26,9 @@ void Engine::throw_empty_function(const char* api) {
 
 void Engine::abandon_push(detail::OpRecord* op) noexcept { detail::EngineCore::abandon(op); }
 void Engine::finish_push(detail::OpRecord* op, VarList reads, VarList mutates) { core_->push(op, reads, mutates); }
+void Engine::finish_push(detail::OpRecord* op, VarList reads, VarList mutates, VarList accumulates) {
+  core_->push_accumulating(op, reads, mutates, accumulates);
+}
 
 void Engine::delete_variable(Var var, detail::OpFunction deleter, const PushOptions& options) {
   if (foreign(options.context.executor)) [[unlikely]] {

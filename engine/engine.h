@@ -220,6 +220,44 @@ class Engine {
     finish_push(op, reads, mutates);
   }
 
+  // Pushes `fn`, which reads `reads`, mutates `mutates` and accumulates into `accumulates` (docs/accumulate.md): a
+  // mutation whose order among the accumulations next to it in push order does not matter, such as adding into a sum.
+  // Consecutive accumulations of a variable V (no read or mutation of V pushed between them) form a group; the group
+  // as a whole comes after every earlier use of V and before every later one, as one mutation would, and its members
+  // each run alone on V (mutual exclusion), one after another in the order they become ready (their other variables
+  // and fences allow them to run), not in push order. Each member counts as a mutation: it moves V's version on, and
+  // its error poisons V for the members that start after it and for every later use. Happens-before: a member's
+  // writes are visible to the members that run after it and to every op pushed after the group; the writes of every
+  // op before the group are visible to each member. A variable in two lists counts once, as the strongest use:
+  // mutate, then accumulate, then read. Otherwise as Push (no_skip, scopes, fences, waits, deletion and traces treat
+  // an accumulation as a mutation). Throws Error, pushing nothing, where Push would, and for a context naming a stream
+  // executor, and inside a Capture (neither is built: push a mutation there). Cost: as Push, plus, per accumulated
+  // variable, one allocation the first time the variable is accumulated into, and one lock of it as the op starts.
+  template <class F>
+  void PushAccumulate(F&& fn, VarList reads, VarList mutates, VarList accumulates,
+                      const PushOptions& options = detail::default_push_options()) {
+    static_assert(SyncOpFunction<F>,
+                  "PushAccumulate(fn, ...): fn must be callable as fn(const RunContext&) or fn(); "
+                  "a function that completes later takes a Completion and is pushed with PushAccumulateAsync");
+    check_not_empty(fn, "PushAccumulate");
+    detail::OpRecord* op = begin_push(options, false);
+    emplace<false>(op, std::forward<F>(fn));
+    finish_push(op, reads, mutates, accumulates);
+  }
+  // PushAccumulate for an asynchronous op (as PushAsync): its members' mutual exclusion lasts until its Completion is
+  // called.
+  template <class F>
+  void PushAccumulateAsync(F&& fn, VarList reads, VarList mutates, VarList accumulates,
+                           const PushOptions& options = detail::default_push_options()) {
+    static_assert(AsyncOpFunction<F>,
+                  "PushAccumulateAsync(fn, ...): fn must be callable as fn(const RunContext&, Completion) or "
+                  "fn(Completion)");
+    check_not_empty(fn, "PushAccumulateAsync");
+    detail::OpRecord* op = begin_push(options, true);
+    emplace<true>(op, std::forward<F>(fn));
+    finish_push(op, reads, mutates, accumulates);
+  }
+
   // Schedules the deletion of `var` after every op pushed on it so far; `deleter` (callable as deleter() or
   // deleter(const RunContext&)) runs then, on the executor `options` names (on a stream executor: when the deletion is
   // issued, with RunContext::stream). Every copy of `var` is dead from this call on. Throws Error for an empty deleter
@@ -406,6 +444,7 @@ class Engine {
   static detail::OpFunction& function_of(detail::OpRecord* op) noexcept;
   void abandon_push(detail::OpRecord* op) noexcept;
   void finish_push(detail::OpRecord* op, VarList reads, VarList mutates);
+  void finish_push(detail::OpRecord* op, VarList reads, VarList mutates, VarList accumulates);
   void delete_variable(Var var, detail::OpFunction deleter, const PushOptions& options);
   void begin_capture();
   void abandon_capture() noexcept;

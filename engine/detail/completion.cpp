@@ -35,9 +35,13 @@ void EngineCore::note_input_error(const OpRecord* op, RunContext& ctx) const noe
 }
 
 void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
-  if (task.host_kind_ == kGraphOp) {
-    graphs_.execute(static_cast<GraphOp*>(&task), worker, ready);
-    return;
+  if (task.host_kind_ != kPushedOp) [[unlikely]] {
+    if (task.host_kind_ == kGraphOp) {
+      graphs_.execute(static_cast<GraphOp*>(&task), worker, ready);
+      return;
+    }
+    // Before the gate: a member reads and writes its variable's error under the token (op_gate.h, failed_input()).
+    if (!take_tokens(static_cast<OpRecord*>(&task))) return;  // parked on a group: the member before runs it
   }
   OpRecord* op = static_cast<OpRecord*>(&task);
   if (stopped(op)) {  // skipped: the error passes on to what the op mutates
@@ -210,7 +214,8 @@ void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* s
   for (std::uint32_t i = 0; i < count; ++i) {
     VarUse& use = uses[i];
     VarState* var = state_of(use);
-    if (op->error != nullptr && use.access == Access::kWrite && !op->deletes_var) [[unlikely]] {
+    if (op->error != nullptr && (use.access == Access::kWrite || use.access == Access::kAccumulate) && !op->deletes_var)
+        [[unlikely]] {
       if (!ends_graph_var(op, i)) poison(var, use.tag, op->error, op->owner);
     }
     var->complete(use, signal, granted);

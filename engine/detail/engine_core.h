@@ -10,6 +10,7 @@
 // Its own members are grouped by step of an op's life, a file each:
 //   push.cpp        publish: a record from push options, sort and fold the variables, append to every queue once all
 //                   their locks are held
+//   accumulation.cpp  ops that accumulate (Access::kAccumulate): their push, and the group tokens they take to run
 //   dispatch.cpp    grant, hand on, route: where an op goes once its last grant arrives (its wait frontier and
 //                   parking on the tracker when signals are carried)
 //   completion.cpp  run and complete: the gate, the function (call(), call_async(): replayed ops' too), complete the
@@ -63,6 +64,7 @@
 #include <depengine/executors/inline_executor.h>
 #include <depengine/frontier/tracker.h>
 #include <depengine/support/cache_line.h>
+#include <depengine/support/prefetch.h>
 
 namespace depengine::detail {
 
@@ -94,6 +96,8 @@ class EngineCore final : public ExecutorHost {
   // push() gives the record back if it throws; abandon() gives back a record whose push is abandoned before that.
   [[nodiscard]] OpRecord* make_record(const PushOptions& options, bool async);
   void push(OpRecord* op, VarList reads, VarList mutates);
+  // accumulation.cpp: Engine::PushAccumulate(Async): as push(), with the variables it accumulates into.
+  void push_accumulating(OpRecord* op, VarList reads, VarList mutates, VarList accumulates);
   static void abandon(OpRecord* op) noexcept { op->recycle(); }
   void delete_variable(Var var, OpFunction deleter, const PushOptions& options);
   // The real deletion of a variable a graph owned (graph_lifetime.h), with its captured deleter.
@@ -216,6 +220,21 @@ class EngineCore final : public ExecutorHost {
 
   // push.cpp
   void gather_uses(OpRecord* op, VarList reads, VarList mutates) const;
+  // The use of `var` by `op`, its handle checked for its engine (throws Error for a foreign or null one) before its
+  // pointer is followed; whether it is still alive is checked by publish() under the variable's lock, the only place
+  // where the answer cannot change.
+  [[nodiscard, gnu::always_inline]] VarUse use_of(OpRecord* op, const Var& var, Access access) const {
+    if (var.engine_ != vars_.engine_id() || var.is_null()) [[unlikely]]
+      (void)vars_.checked(var, op->async ? "PushAsync" : "Push");
+    // publish() takes the variable's lock, whose line the last completion of the variable most often wrote on another
+    // core: fetched now, the lines of all the op's variables cross together, not one lock after another.
+    support::prefetch_for_write(var.state_);
+    return VarUse{var.state_, op, nullptr, access, var.generation_};
+  }
+  // accumulation.cpp: whether `op`, an op that accumulates (host kind kAccumulatingOp), holds the token of every group
+  // it is a member of, taking them in the order of its uses (ascending address); false: parked on one, to be run again
+  // by the member that hands that token on (var_queue.h, Groups).
+  [[nodiscard]] bool take_tokens(OpRecord* op) noexcept;
   // Out of line, as refuse_closed() alone was before it, so that the push's common path keeps its registers.
   [[gnu::cold, gnu::noinline]] void admit_at_bound(OpRecord* op, const char* api);
   void push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn, const char* api);

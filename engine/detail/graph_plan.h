@@ -77,9 +77,10 @@ class GraphInstance;
 // The tags OpNode::owner_kind and Task::host_kind_ carry, so that the engine tells its nodes apart where queues and
 // executors hand them back.
 enum NodeKind : std::uint8_t {
-  kPushedOp = 0,  // an OpRecord (op_record.h)
-  kGraphOp = 1,   // a GraphOp
-  kGraphJoin = 2  // a GraphJoin (an OpNode only)
+  kPushedOp = 0,       // an OpRecord (op_record.h)
+  kGraphOp = 1,        // a GraphOp
+  kGraphJoin = 2,      // a GraphJoin (an OpNode only)
+  kAccumulatingOp = 3  // an OpRecord that accumulates and has not yet taken its groups' tokens (accumulation.cpp)
 };
 
 // One op of a replay.

@@ -55,6 +55,8 @@ const char* access_text(Access access) {
   switch (access) {
     case Access::kRead:
       return "read";
+    case Access::kAccumulate:
+      return "accumulate";
     case Access::kWrite:
       return "write";
     case Access::kSync:

@@ -123,7 +123,7 @@ struct OpRecord final : Task, OpNode {
     uses = heap_uses.get();
   }
 
-  // Sorts the uses by variable address and folds a variable listed twice into one use (a mutation wins over a read):
+  // Sorts the uses by variable address and folds a variable listed twice into one use (the stronger wins: op_node.h):
   // the global order in which a push that must wait takes the locks (push.cpp), and one use per variable for a graph's
   // capture. Returns false if two uses of one variable name different lives of it (then one of the handles is dead).
   [[nodiscard]] bool sort_and_fold_uses() noexcept {
@@ -132,7 +132,7 @@ struct OpRecord final : Task, OpNode {
     for (std::uint32_t i = 0; i < num_uses; ++i) {
       if (distinct > 0 && uses[distinct - 1].var == uses[i].var) {
         if (uses[i].tag != uses[distinct - 1].tag) return false;
-        if (uses[i].access == Access::kWrite) uses[distinct - 1].access = Access::kWrite;
+        uses[distinct - 1].access = std::max(uses[distinct - 1].access, uses[i].access);
       } else {
         uses[distinct++] = uses[i];
       }

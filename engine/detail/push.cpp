@@ -71,8 +71,9 @@ bool lock_in_order(OpRecord* op, std::uint32_t next, std::uint32_t held) noexcep
   return false;
 }
 
-// Takes the lock of every variable of `op`, an op of several, and folds a variable listed twice into its first use (a
-// mutation wins over a read). Returns false, holding no lock, if a variable was deleted since its handle was checked.
+// Takes the lock of every variable of `op`, an op of several, and folds a variable listed twice into its first use (the
+// stronger use wins: op_node.h). Returns false, holding no lock, if a variable was deleted since its handle was
+// checked.
 //
 // Two-phase locking (var_queue.h) asks that a push hold every lock before its first append; it does not ask for an
 // order, only that two pushes can never wait for each other in a cycle. So the locks are taken in the order the op
@@ -94,7 +95,7 @@ bool lock_in_order(OpRecord* op, std::uint32_t next, std::uint32_t held) noexcep
     if (!use.var->try_lock()) [[unlikely]] {
       VarUse* const first = std::find_if(uses, uses + held, [&](const VarUse& u) { return u.var == use.var; });
       if (first != uses + held) {
-        if (use.access == Access::kWrite) first->access = Access::kWrite;
+        first->access = std::max(first->access, use.access);  // the stronger use wins (op_node.h)
         // Two handles of one slot in different lives: one of them is dead (alive() checks the first).
         if (use.tag != first->tag) {
           unlock_all(uses, held);
@@ -153,6 +154,14 @@ std::int32_t publish(OpRecord* op, bool self_grant) noexcept {
   // appends.
   op->reset_wait(static_cast<std::int32_t>(count) + (op->waits_fences ? 1 : 0) + (self_grant ? 1 : 0));
   std::int32_t granted = 0;
+  if (op->host_kind_ == kAccumulatingOp) [[unlikely]] {  // accumulation.cpp: once per op, not per use
+    for (std::uint32_t i = 0; i < count; ++i) {
+      VarQueue* const var = uses[i].var;  // as below
+      if (var->append_any_locked(uses[i])) ++granted;
+      var->unlock();
+    }
+    return granted;
+  }
   for (std::uint32_t i = 0; i < count; ++i) {
     VarQueue* const var = uses[i].var;  // read before the append, after which a use without our grant may be gone
     if (var->append_locked(uses[i])) ++granted;
@@ -219,25 +228,16 @@ OpRecord* EngineCore::record_for(Executor* executor, const PushOptions& options,
 void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const {
   const std::size_t total = reads.size() + mutates.size();
   op->reserve_uses(total);
-  // Handles are checked for their engine here, before their pointer is followed; whether they are still alive is
-  // checked by publish() under the variables' locks, the only place where the answer cannot change. In list order,
-  // reads first: publish() folds a variable listed twice.
-  auto use_of = [&](const Var& var, Access access) {
-    if (var.engine_ != vars_.engine_id() || var.is_null()) [[unlikely]]
-      (void)vars_.checked(var, op->async ? "PushAsync" : "Push");
-    // publish() takes the variable's lock, whose line the last completion of the variable most often wrote on
-    // another core: fetched now, the lines of all the op's variables cross together, not one lock after another.
-    support::prefetch_for_write(var.state_);
-    return VarUse{var.state_, op, nullptr, access, var.generation_};
-  };
+  // In list order, reads first: publish() folds a variable listed twice.
   op->num_uses = static_cast<std::uint32_t>(total);
   if (total == 1) {  // most ops
-    op->uses[0] = reads.size() == 1 ? use_of(*reads.begin(), Access::kRead) : use_of(*mutates.begin(), Access::kWrite);
+    op->uses[0] =
+        reads.size() == 1 ? use_of(op, *reads.begin(), Access::kRead) : use_of(op, *mutates.begin(), Access::kWrite);
     return;
   }
   VarUse* use = op->uses;
-  for (const Var& var : reads) *use++ = use_of(var, Access::kRead);
-  for (const Var& var : mutates) *use++ = use_of(var, Access::kWrite);
+  for (const Var& var : reads) *use++ = use_of(op, var, Access::kRead);
+  for (const Var& var : mutates) *use++ = use_of(op, var, Access::kWrite);
 }
 
 // A push from outside the engine's ops once its destruction has begun (InFlight::close): gives the record back, throws.

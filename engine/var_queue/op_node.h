@@ -32,9 +32,13 @@ namespace depengine {
 class OpNode;
 class VarQueue;
 
-// How an op uses a variable. kSync is an engine-internal exclusive use that does not count as a mutation: it orders
-// like a write but leaves the version alone (WaitForVar and error clearing use it).
-enum class Access : std::uint8_t { kRead, kWrite, kSync };
+// How an op uses a variable. kAccumulate is a mutation whose order among the accumulations next to it does not matter:
+// consecutive accumulations form a group, which orders like one write, its members each alone on the variable in the
+// order they become ready (var_queue.h, Groups). kSync is an engine-internal exclusive use that does not count as a
+// mutation: it orders like a write but leaves the version alone (WaitForVar and error clearing use it). In order of
+// strength: a variable listed twice by one op folds into the stronger use (std::max), and `access >= kWrite` is an
+// exclusive use, one compare.
+enum class Access : std::uint8_t { kRead, kAccumulate, kWrite, kSync };
 
 // One op's use of one variable. Lives inside the op's record; while the op waits behind a write it is linked into
 // that variable's queue.

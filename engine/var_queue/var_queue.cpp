@@ -6,6 +6,7 @@
 namespace depengine {
 
 bool VarQueue::append_locked(VarUse& use) noexcept {
+  assert(use.access != Access::kAccumulate && "an accumulation is appended with append_any_locked()");
   use.next = nullptr;  // not linked yet: nobody else reads it
   if (tail_ == nullptr) {
     if (use.access == Access::kRead) {
@@ -68,7 +69,8 @@ bool VarQueue::hand_over_to_reads(const VarUse& use, VarUse& first_read, ReadyLi
     ++reads;
     behind = next_of(*behind);
   } while (behind != nullptr && behind->access == Access::kRead && reads < kHandOverReads);
-  if (behind == nullptr || behind->access == Access::kRead) return false;
+  // Only an exclusive use behind the reads: a group behind them opens on the slow path, under lock_.
+  if (behind == nullptr || behind->access < Access::kWrite) return false;
   done_lock_.lock();
   if (use.access == Access::kWrite) {
     // relaxed load and release store: as in hand_over().
@@ -101,7 +103,7 @@ bool VarQueue::hand_over_when_linked(const VarUse& use, ReadyList& ready) noexce
     next = next_of(use);
   }
   if (next == nullptr) next = next_of(use);  // the holder may have linked it just before it let go
-  if (next == nullptr || next->access == Access::kRead) return false;
+  if (next == nullptr || next->access < Access::kWrite) return false;  // reads, or a group: the slow path
   hand_over(use, *next, ready);
   return true;
 }
@@ -111,7 +113,7 @@ bool VarQueue::hand_over_when_linked(const VarUse& use, ReadyList& ready) noexce
 [[gnu::always_inline]] inline void VarQueue::complete_slow(const VarUse& use, const VarSignal* signal,
                                                            ReadyList& ready) noexcept {
   if (!lock_.try_acquire()) [[unlikely]] {
-    if (signal == nullptr && use.access != Access::kRead && hand_over_when_linked(use, ready)) return;
+    if (signal == nullptr && use.access >= Access::kWrite && hand_over_when_linked(use, ready)) return;
     lock_.lock();
   }
   if (signal != nullptr) {
@@ -129,7 +131,7 @@ bool VarQueue::hand_over_when_linked(const VarUse& use, ReadyList& ready) noexce
     assert((tail_ == nullptr || first_locked() == first_) && "a fast path ran while reads were running");
     // seq_cst: as in complete()'s read path, of which this is the locked form (the lock is for the signals).
     const std::uint64_t key = wait_key(use.tag, completed_reads_.fetch_add(1, std::memory_order_seq_cst) + 1);
-    if (waiting_for_.load(std::memory_order_seq_cst) == key) read_done(key, ready);
+    if (waiting_for_.load(std::memory_order_seq_cst) == key) read_done(key, ready, true);
   } else {
     assert(tail_ != nullptr && first_locked() == &use && running_reads() == 0 && "write completed out of order");
     // No read runs while `use` holds the variable: every read granted so far, those of the fast path for reads too
@@ -157,17 +159,25 @@ void VarQueue::complete(const VarUse& use, const VarSignal* signal, ReadyList& r
       // seq_cst: as above. Once counted, the read may be the variable's last use: its write may run, the variable be
       // deleted and its slot reused, and a write of the next life wait. The key names this life (the use's tag), so a
       // read late to this load never matches that write's.
-      if (waiting_for_.load(std::memory_order_seq_cst) == key) read_done(key, ready);
+      if (waiting_for_.load(std::memory_order_seq_cst) == key) read_done(key, ready, false);
+      return;
+    }
+    if (use.access == Access::kAccumulate) [[unlikely]] {
+      complete_member(use, signal, ready);
       return;
     }
     VarUse* next = next_of(use);
     if (next != nullptr) {
-      if (next->access != Access::kRead) {
+      if (next->access >= Access::kWrite) {
         hand_over(use, *next, ready);
         return;
       }
-      if (hand_over_to_reads(use, *next, ready)) return;
+      // A group behind (an accumulation) opens on the slow path, under lock_.
+      if (next->access == Access::kRead && hand_over_to_reads(use, *next, ready)) return;
     }
+  } else if (use.access == Access::kAccumulate) [[unlikely]] {
+    complete_member(use, signal, ready);
+    return;
   }
   complete_slow(use, signal, ready);
 }
@@ -189,7 +199,7 @@ void VarQueue::grant_front_reads(VarUse* front, ReadyList& ready) noexcept {
   if (front == nullptr) {
     tail_ = nullptr;
   } else if (wait_for_reads_locked()) {
-    grant(*front, ready);
+    grant_first_locked(*front, ready);
   }
 }
 
@@ -208,15 +218,151 @@ bool VarQueue::wait_for_running_reads_locked() noexcept {
   return waiting_for_.compare_exchange_strong(expected, 0, std::memory_order_seq_cst, std::memory_order_relaxed);
 }
 
-void VarQueue::read_done(std::uint64_t key, ReadyList& ready) noexcept {
+void VarQueue::read_done(std::uint64_t key, ReadyList& ready, bool locked) noexcept {
   // seq_cst: takes the key from the waiter's store, or loses it to the waiter's own compare-exchange (or to a read of
   // the same count late to its load, which then grants the same node): the node is granted once. The success reads
   // from the waiter's store, so head_, written before it, is the node; it cannot change before this grant (no other
   // node comes first until the waiter has run). relaxed on failure: we then do nothing. relaxed load: ordered by the
   // compare-exchange's success.
-  if (waiting_for_.compare_exchange_strong(key, 0, std::memory_order_seq_cst, std::memory_order_relaxed)) {
-    grant(*head_.load(std::memory_order_relaxed), ready);
+  if (!waiting_for_.compare_exchange_strong(key, 0, std::memory_order_seq_cst, std::memory_order_relaxed)) return;
+  VarUse& first = *head_.load(std::memory_order_relaxed);
+  if (first.access != Access::kAccumulate) [[likely]] {
+    grant(first, ready);
+    return;
   }
+  // A group opens under lock_: pushers may be appending members to it (see Groups).
+  if (locked) {
+    open_group_locked(first, ready);
+    return;
+  }
+  lock_.lock();
+  open_group_locked(first, ready);
+  lock_.unlock();
+}
+
+// Groups (see Groups in var_queue.h and README.md). Everything below runs under lock_, but carry_groups().
+
+void VarQueue::carry_groups() {
+  // acquire: pairs with the release of the compare-exchange below, so a pusher that finds the group sees it built.
+  if (group_.load(std::memory_order_acquire) != nullptr) return;
+  auto made = std::make_unique<Group>();
+  Group* expected = nullptr;
+  // release: publishes the built group to the acquire above (and to lock_'s holders, which the pusher reaches through
+  // lock_ after this). acquire on failure: the winner's group, built, is the one we then use.
+  if (group_.compare_exchange_strong(expected, made.get(), std::memory_order_release, std::memory_order_acquire)) {
+    (void)made.release();  // owned by the queue from now on
+  }
+}
+
+// An accumulation appended: it joins the open group if that group ends the list (granted at once, and not linked), or
+// opens one on an empty list once no read runs; else it waits in the list, behind a write, reads, or another group.
+bool VarQueue::append_member_locked(VarUse& use) noexcept {
+  Group& group = group_locked();
+  use.next = nullptr;              // not linked yet: nobody else reads it
+  if (tail_ == &group.sentinel) {  // the open group ends the list: nothing waits behind it yet
+    ++group.pending;
+    return true;
+  }
+  if (tail_ == nullptr) {
+    first_ = tail_ = &use;
+    // Reads run: the last of them opens the group (read_done()). None: it opens now, granted at append, and leaves the
+    // list to the sentinel.
+    if (!wait_for_reads_locked()) return false;
+    group.pending = 1;
+    first_ = tail_ = &group.sentinel;
+    // relaxed: as in complete_slow(); wait_for_reads_locked() may have made the use head_ on its way.
+    if (head_.load(std::memory_order_relaxed) != nullptr) head_.store(nullptr, std::memory_order_relaxed);
+    return true;
+  }
+  // release: as in append_locked().
+  std::atomic_ref(tail_->next).store(&use, std::memory_order_release);
+  tail_ = &use;
+  return false;
+}
+
+// The first node, no read running, is granted: an exclusive use alone, or a whole group.
+void VarQueue::grant_first_locked(VarUse& first, ReadyList& ready) noexcept {
+  if (first.access == Access::kAccumulate) {
+    open_group_locked(first, ready);
+  } else {
+    grant(first, ready);
+  }
+}
+
+// Grants every member of the group that starts at `first`, the first node: the run of accumulations from it. They
+// leave the list, and the group's sentinel heads it in their place until the last of them completes: a member's record
+// is recycled once it completes, which may be long before the group closes, so no member may stay linked.
+void VarQueue::open_group_locked(VarUse& first, ReadyList& ready) noexcept {
+  Group& group = group_locked();
+  assert(group.pending == 0 && group.holder == nullptr && "a group opened twice");
+  VarUse* member = &first;
+  do {
+    // Before the grant: the member may then run (its completion waits for lock_, which we hold).
+    VarUse* const next = const_cast<VarUse*>(next_in_list(*member));
+    ++group.pending;
+    grant(*member, ready);
+    member = next;
+  } while (member != nullptr && member->access == Access::kAccumulate);
+  // relaxed: the sentinel's link is read and written under lock_ only (no fast path starts from or reaches it).
+  std::atomic_ref(group.sentinel.next).store(member, std::memory_order_relaxed);
+  first_ = &group.sentinel;
+  if (member == nullptr) tail_ = &group.sentinel;
+  // relaxed: as in complete_slow(); the first member waited for reads as head_ if the last read opened the group.
+  if (head_.load(std::memory_order_relaxed) != nullptr) head_.store(nullptr, std::memory_order_relaxed);
+}
+
+bool VarQueue::try_take_token(OpNode& op) noexcept {
+  lock_.lock();
+  Group& group = group_locked();
+  assert(group.pending > 0 && "a token asked for outside an open group");
+  const bool taken = group.holder == nullptr || group.holder == &op;
+  if (taken) {
+    group.holder = &op;
+  } else {
+    group.parked.push_back(&op);
+  }
+  lock_.unlock();
+  return taken;
+}
+
+// A member completed (or, skipped, finished): it counts as a mutation, hands the token on, and the last one closes the
+// group. Always under lock_: the token and the group's count are guarded by it, and a completion is not a fast path.
+void VarQueue::complete_member([[maybe_unused]] const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept {
+  lock_.lock();
+  Group& group = group_locked();
+  assert(group.pending > 0 && group.holder == use.op && "a member completed without the group's token");
+  if (signal != nullptr) {
+    assert(signals_ != nullptr && "complete() with a signal on a queue without signals (carry_signals)");
+    if (!signal->empty()) signals_->group.merge(*signal);
+  }
+  // relaxed load: the token holder alone changes version_ while the group is open (no fast path runs). release store:
+  // pairs with the acquire in version().
+  version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
+  // The token goes to the member that asked first; it runs once our caller hands it on. The grant of lock_ (ours is
+  // released below, after our op's writes) carries what we did to it, and so does the executor's hand-off.
+  group.holder = group.parked.pop_front();
+  if (group.holder != nullptr) ready.push_back(group.holder);
+  if (--group.pending == 0) close_group_locked(ready);
+  lock_.unlock();
+}
+
+// The last member of the open group completed: the sentinel leaves the list, and what follows it is granted as after a
+// write (reads at the front together, then an exclusive use or a group once they have completed).
+void VarQueue::close_group_locked(ReadyList& ready) noexcept {
+  Group& group = group_locked();
+  assert(group.holder == nullptr && group.parked.empty() && "a group closed with its token held");
+  assert(first_ == &group.sentinel && "an open group heads the list");
+  VarUse* const front = const_cast<VarUse*>(next_in_list(group.sentinel));
+  // relaxed: under lock_, as every access to the sentinel's link.
+  std::atomic_ref(group.sentinel.next).store(nullptr, std::memory_order_relaxed);
+  // No read ran while the group held the variable. relaxed: as in complete_slow().
+  granted_reads_ = completed_seen_ = completed_reads_.load(std::memory_order_relaxed);
+  if (signals_ != nullptr) {
+    signals_->write = signals_->group;  // what later uses wait for: every member (each waited for the write before)
+    signals_->reads.clear();
+    signals_->group.clear();
+  }
+  grant_front_reads(front, ready);
 }
 
 }  // namespace depengine

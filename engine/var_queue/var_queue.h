@@ -94,6 +94,19 @@
 // they live out of line (two wait frontiers, some 530 bytes), allocated by carry_signals() only for engines that have
 // one: a CPU-only engine's queue fits its two lines, and so does the engine's whole variable.
 //
+// Groups (accumulations, Access::kAccumulate; README.md, Groups). A run of consecutive accumulations in the list is a
+// group. It waits like a write (for the reads and the write before it) and holds back what follows it like a write,
+// but when it reaches the front all its members are granted at once (open_group_locked()) and leave the list, where the
+// group's sentinel node takes their place; an accumulation appended while the sentinel ends the list joins the group,
+// granted at append. Each member completes on the
+// slow path, under lock_; the last to complete (pending 0) closes the group: the sentinel leaves the list, the version
+// has moved on once per member, and what follows is granted as after a write. Members run one at a time: a member
+// whose other grants have all arrived takes the group's token (try_take_token()) before it runs, or parks on the group;
+// a completing member hands the token to the first parked member, which it appends to `ready`. The state lives out of
+// line (Group), made by carry_groups() for a variable that is ever accumulated into, so that other variables keep their
+// two lines; no fast path runs while a group heads the list (none starts from a member's completion, and none hands
+// over to an accumulation), so the completers' line is untouched by groups but for the version.
+//
 // Thread safety: lock()/append_locked() by pushing threads, complete() by completing threads, concurrently.
 // Cost: one spinlock acquisition per append and per completion (a read's without a signal: one increment, and a
 // compare-exchange for the last read a waiting write needs), O(1) work plus one grant per op it releases. No
@@ -122,6 +135,10 @@ using VarSignal = WaitFrontier;
 class VarQueue {
  public:
   VarQueue() = default;
+  ~VarQueue() {
+    // relaxed: the queue is no longer shared when it is destroyed.
+    delete group_.load(std::memory_order_relaxed);
+  }
   VarQueue(const VarQueue&) = delete;
   VarQueue& operator=(const VarQueue&) = delete;
 
@@ -140,6 +157,11 @@ class VarQueue {
   // before lock() is released (the fast path): its op's counter must already hold every grant the op waits for, the
   // pusher's own included if it holds one (op_node.h). Requires lock() held.
   [[nodiscard]] bool append_locked(VarUse& use) noexcept;
+  // append_locked() for a use that may be an accumulation (Access::kAccumulate; see Groups above), which
+  // append_locked() does not take: a push that has none pays no test per use for them.
+  [[nodiscard]] bool append_any_locked(VarUse& use) noexcept {
+    return use.access == Access::kAccumulate ? append_member_locked(use) : append_locked(use);
+  }
 
   // Records that `use` has completed (or, for a stream op, been issued): releases the ops it was holding back,
   // appending those made ready to `ready`. `signal` (null: none, the engine has no streams) is what later users must
@@ -150,6 +172,21 @@ class VarQueue {
   // Starts fetching, for writing, the completers' line, which every complete() writes (see Two cache lines). For a
   // thread about to complete uses of several queues: their lines then cross together, not one completion after another.
   void prefetch_completion() const noexcept { support::prefetch_for_write(&done_lock_); }
+
+  // Makes the queue able to hold groups of accumulations (see Groups above): required before the first append of an
+  // Access::kAccumulate use. Any thread, concurrently with anything: pushers call it before they lock the queue (the
+  // push that first accumulates into a variable). Allocates once per queue (throws std::bad_alloc), kept across
+  // reset_idle(); afterwards a load and a compare.
+  void carry_groups();
+
+  // Called by the op of a granted accumulation of this queue, ready to run but for the group's token (see Groups
+  // above): returns true if `op` holds the token now (taken, or handed to it by the member before it); false if another
+  // member holds it: `op` is parked on the group, and the completion that hands it the token appends it to its ready
+  // list, to be run again (and to call this again, which then returns true). The token is given back by complete().
+  // Happens-before: everything the member before did on the variable (its completion, under lock_) happens before
+  // this returns true. Takes lock_. An op that takes the tokens of several queues must take them in one global order
+  // (the engine: ascending address), holding those it took, so that no two ops wait for each other's tokens.
+  [[nodiscard]] bool try_take_token(OpNode& op) noexcept;
 
   // Makes the queue keep signals (see Signals above): required before the first complete() with a signal. Call while
   // the queue is not shared (the engine does when it makes the variable); kept across reset_idle(). Allocates once.
@@ -193,8 +230,10 @@ class VarQueue {
   void inspect(Visit&& visit) {
     const std::lock_guard push_side(lock_);
     const std::lock_guard done_side(done_lock_);
-    visit(static_cast<std::int32_t>(running_reads()),
-          tail_ == nullptr ? static_cast<const VarUse*>(nullptr) : first_locked());
+    const VarUse* first = tail_ == nullptr ? nullptr : first_locked();
+    // An open group's members have left the list (see Groups): its sentinel, which belongs to no op, is not shown.
+    if (first != nullptr && first->op == nullptr) first = next_in_list(*first);
+    visit(static_cast<std::int32_t>(running_reads()), first);
   }
   // The use linked after `use` in the list, for inspect()'s visit.
   [[nodiscard]] static const VarUse* next_in_list(const VarUse& use) noexcept {
@@ -209,6 +248,9 @@ class VarQueue {
     assert(head_.load(std::memory_order_relaxed) == nullptr &&
            "an idle queue has no first node");  // relaxed: quiescent
     assert(waiting_for_.load(std::memory_order_relaxed) == 0 && "an idle queue has no waiting write");
+    assert((group_.load(std::memory_order_relaxed) == nullptr ||  // relaxed: quiescent
+            (group_locked().pending == 0 && group_locked().holder == nullptr)) &&
+           "an idle queue has no open group");
     // relaxed: the queue is quiescent; whoever receives it next is handed it through the engine's variable-table
     // mutex, which orders these stores before their first use.
     version_.store(0, std::memory_order_relaxed);
@@ -244,6 +286,13 @@ class VarQueue {
   static constexpr std::uint32_t kHandOverReads = 16;
   void hand_over(const VarUse& use, VarUse& next, ReadyList& ready) noexcept;
   bool hand_over_to_reads(const VarUse& use, VarUse& first_read, ReadyList& ready) noexcept;
+  // Groups (see Groups above). Each requires lock_ held, but complete_member(). Out of line: inlined into
+  // append_locked() and complete(), the first two made every append and completion save registers they do not need.
+  [[gnu::noinline]] bool append_member_locked(VarUse& use) noexcept;
+  void grant_first_locked(VarUse& first, ReadyList& ready) noexcept;
+  [[gnu::noinline]] void open_group_locked(VarUse& first, ReadyList& ready) noexcept;
+  [[gnu::noinline]] void complete_member(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;
+  void close_group_locked(ReadyList& ready) noexcept;
   bool hand_over_when_linked(const VarUse& use, ReadyList& ready) noexcept;
   void complete_slow(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;
   static void prefetch_behind(const VarUse& first) noexcept;
@@ -273,7 +322,8 @@ class VarQueue {
   }
   [[nodiscard]] bool wait_for_running_reads_locked() noexcept;
   // A read completed without a signal and found its key in waiting_for_ (see Reads complete without the lock).
-  void read_done(std::uint64_t key, ReadyList& ready) noexcept;
+  // `locked`: the caller holds lock_ (a group it opens needs it).
+  void read_done(std::uint64_t key, ReadyList& ready, bool locked) noexcept;
   // What waiting_for_ holds while a write of the variable's life `tag` (VarUse::tag, the handle's generation) waits
   // for `completed` reads to have completed: never 0 (none waits), and never equal across lives, so a read counted in
   // one life cannot match a write waiting in the next (see complete()). The counts compare modulo 2^32 (the reads
@@ -298,10 +348,27 @@ class VarQueue {
   VarUse* tail_ = nullptr;            // the last node; null exactly when the list is empty
   // See Signals above: written under lock_ by complete(), read by granted users. Null while the queue carries none.
   struct Signals {
-    VarSignal write;  // the last exclusive use's
+    VarSignal write;  // the last exclusive use's (or the last group's, merged)
     VarSignal reads;  // merged, of the reads released since
+    VarSignal group;  // merged, of the members of the open group completed so far: its write signal once it closes
   };
   std::unique_ptr<Signals> signals_;
+  // The open group of accumulations and its token (see Groups above). All fields guarded by lock_.
+  struct Group {
+    // Heads the list while a group is open, in place of its members (granted, they have left it: a member's record is
+    // recycled once it completes, before the group closes). Belongs to no op (op is null).
+    VarUse sentinel{nullptr, nullptr, nullptr, Access::kAccumulate, 0};
+    std::uint32_t pending = 0;  // members of the open group granted and not yet completed; 0: no group is open
+    OpNode* holder = nullptr;   // the member that holds the token (runs alone on the variable); null: the token is free
+    ReadyList parked;           // members ready but for the token, in the order they asked for it
+  };
+  // Null until carry_groups(); then set for the queue's life. Owned.
+  std::atomic<Group*> group_{nullptr};
+  [[nodiscard]] Group& group_locked() const noexcept {
+    // relaxed: set by carry_groups() before the push that appended the accumulation; whoever calls this follows that
+    // push through lock_ or through the grants (the caller is the pusher, a member, or a completion it released).
+    return *group_.load(std::memory_order_relaxed);
+  }
 
   // The completers' line. done_lock_ guards head_'s writes by fast paths (lock_'s holders write it while no fast path
   // can run: see Two cache lines); version_ is written by the holder of the variable's exclusivity and read lock-free.

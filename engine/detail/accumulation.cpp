@@ -1,0 +1,67 @@
+// Ops that accumulate (Engine::PushAccumulate, Access::kAccumulate): their push, and the tokens of the groups they are
+// members of, which they take as they start. The groups themselves are the var queue's (var_queue.h, Groups).
+//
+// An op that accumulates is pushed as any other, its record marked with the host kind kAccumulatingOp, so that
+// execute() asks it to take its tokens before the gate; once it holds them all the mark is cleared and the op runs as
+// a pushed op. A plain op pays for this one compare in execute(), which it made anyway (kGraphOp).
+#include <algorithm>
+#include <string>
+
+#include <depengine/engine/detail/engine_core.h>
+#include <depengine/engine/detail/running.h>
+
+namespace depengine::detail {
+
+void EngineCore::push_accumulating(OpRecord* op, VarList reads, VarList mutates, VarList accumulates) {
+  const char* const api = op->async ? "PushAccumulateAsync" : "PushAccumulate";
+  std::uint32_t accumulated = 0;
+  try {
+    if (t_running.capturing == this) {
+      throw Error(std::string(api) +
+                  ": an op that accumulates cannot be captured (Capture holds reads and mutations only); push it "
+                  "outside the capture, or capture it as a mutation");
+    }
+    // A stream op is issued, not executed: it would release its uses without ever taking a group's token.
+    if (op->executor()->issues_ahead()) {
+      throw Error(std::string(api) + ": context names executor " + std::string(op->executor()->name()) +
+                  ", a stream executor; accumulation is built for CPU executors only: push the op with Push and "
+                  "mutate the variable instead");
+    }
+    const std::size_t total = reads.size() + mutates.size() + accumulates.size();
+    op->reserve_uses(total);
+    op->num_uses = static_cast<std::uint32_t>(total);
+    // In list order, the weaker uses first: publish() folds a variable listed twice into the stronger use.
+    VarUse* use = op->uses;
+    for (const Var& var : reads) *use++ = use_of(op, var, Access::kRead);
+    for (const Var& var : mutates) *use++ = use_of(op, var, Access::kWrite);
+    for (const Var& var : accumulates) {
+      *use = use_of(op, var, Access::kAccumulate);
+      use->var->carry_groups();  // before publish() appends to it: may allocate, once per variable
+      ++use;
+      ++accumulated;
+    }
+    // Tokens are taken in ascending address order (take_tokens()), so an op of several groups holds only tokens below
+    // the one it waits for, and no two ops wait for each other's. The sorted list also folds duplicates now.
+    if (accumulated > 1 && !op->sort_and_fold_uses()) {
+      throw Error(std::string(api) + ": a variable of the op was deleted (DeleteVariable) and may not be used again");
+    }
+  } catch (...) {
+    op->recycle();
+    throw;
+  }
+  if (accumulated > 0) op->host_kind_ = kAccumulatingOp;
+  // A record given back by a failed submit keeps the mark: its next op then takes no token and clears it (correct, and
+  // rare enough not to pay a store per push to avoid).
+  submit(op, api);
+}
+
+bool EngineCore::take_tokens(OpRecord* op) noexcept {
+  for (std::uint32_t i = 0; i < op->num_uses; ++i) {
+    VarUse& use = op->uses[i];
+    if (use.access == Access::kAccumulate && !use.var->try_take_token(*op)) return false;
+  }
+  op->host_kind_ = kPushedOp;
+  return true;
+}
+
+}  // namespace depengine::detail

@@ -1,0 +1,392 @@
+// Accumulation (Engine::PushAccumulate; docs/accumulate.md), case by case, on every CPU executor of the conformance
+// suite (inline, the pools); the stream executor refuses it, as does a capture. A group of accumulations comes after
+// every earlier use of its variable and before every later one; its members run one at a time, in the order they
+// become ready (not in push order); an error or a cancellation inside a group stops the members that start after it,
+// as after a mutation; a variable listed both as mutated and as accumulated is mutated.
+#include <algorithm>
+#include <atomic>
+#include <catch2/catch.hpp>
+#include <cstdint>
+#include <mutex>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include <depengine/engine/engine.h>
+
+#include "test/engine/test_support.h"
+#include "test/executors/executor_factories.h"
+
+namespace depengine::test {
+namespace {
+
+// Atomics: counters and flags bumped by ops are read by the test thread after a wait, which orders every op's writes
+// before the read, or polled (wait_until) for progress only; a flag that detects overlap does so by its exchange
+// alone. So all are relaxed.
+
+std::vector<ExecutorFactory> cpu_factories() {
+  std::vector<ExecutorFactory> result;
+  for (const auto& factory : executor_factories()) {
+    if (factory.takes_async) result.push_back(factory);  // the CPU executors (a stream executor takes no async op)
+  }
+  return result;
+}
+
+// "A" followed by i (not "A" + std::to_string(i): GCC 12 warns of a false overlap there, -Wrestrict).
+std::string member(int i) {
+  std::string name = "A";
+  name += std::to_string(i);
+  return name;
+}
+
+// A log of what ran, in the order it ran (a mutex: ops on different variables may log at once).
+class Log {
+ public:
+  void add(std::string entry) {
+    const std::lock_guard lock(mutex_);
+    entries_.push_back(std::move(entry));
+  }
+  [[nodiscard]] std::vector<std::string> entries() const {
+    const std::lock_guard lock(mutex_);
+    return entries_;
+  }
+
+ private:
+  mutable std::mutex mutex_;
+  std::vector<std::string> entries_;
+};
+
+TEST_CASE("a group comes after the uses of its variable before it and before those after it", "[engine][accumulate]") {
+  for (const auto& factory : cpu_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("group order on " + factory.name);
+      constexpr int kMembers = 8;
+      Engine engine(factory.options());
+      const Var v = engine.NewVariable();
+      std::uint64_t value = 0;  // v's data
+      Log log;
+      engine.Push(
+          [&] {
+            value = 1;
+            log.add("W");
+          },
+          {}, {v});
+      HeldOp read_before(engine, {v}, {});  // the group waits for this read to complete
+      std::vector<Var> gates;
+      std::vector<std::unique_ptr<HeldOp>> holders;
+      for (int i = 0; i < kMembers; ++i) {
+        gates.push_back(engine.NewVariable());
+        holders.push_back(std::make_unique<HeldOp>(engine, VarList{}, VarList{gates.back()}));
+      }
+      for (int i = 0; i < kMembers; ++i) {
+        engine.PushAccumulate(
+            [&, i] {
+              value += static_cast<std::uint64_t>(i + 1);
+              log.add(member(i));
+            },
+            {gates[static_cast<std::size_t>(i)]}, {}, {v});
+      }
+      std::uint64_t seen_after = 0;
+      engine.Push(
+          [&] {
+            seen_after = value;
+            log.add("R");
+          },
+          {v}, {});
+      engine.Push(
+          [&] {
+            value *= 2;
+            log.add("M");
+          },
+          {}, {v});
+      // Every member is ready but for v, which the read still holds (release() calls the holder's Completion, which
+      // completes it before it returns).
+      for (int i = 0; i < kMembers; ++i) REQUIRE(holders[static_cast<std::size_t>(i)]->release());
+      CHECK(log.entries() == std::vector<std::string>{"W"});
+      REQUIRE(read_before.release());
+      engine.WaitForVar(v);
+      const std::vector<std::string> entries = log.entries();
+      REQUIRE(entries.size() == kMembers + 3);
+      CHECK(entries.front() == "W");
+      std::vector<std::string> members(entries.begin() + 1, entries.begin() + 1 + kMembers);
+      std::sort(members.begin(), members.end());
+      for (int i = 0; i < kMembers; ++i) CHECK(members[static_cast<std::size_t>(i)] == member(i));
+      CHECK(entries[kMembers + 1] == "R");
+      CHECK(entries[kMembers + 2] == "M");
+      constexpr std::uint64_t kSum = kMembers * (kMembers + 1) / 2;
+      CHECK(seen_after == 1 + kSum);
+      CHECK(value == 2 * (1 + kSum));
+      CHECK(engine.Version(v) == 1 + kMembers + 1);  // each member is a mutation
+    }
+  }
+}
+
+TEST_CASE("a group's members run in the order they become ready, not in push order", "[engine][accumulate]") {
+  for (const auto& factory : cpu_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("readiness order on " + factory.name);
+      constexpr int kMembers = 6;
+      const std::vector<int> order{4, 1, 5, 0, 3, 2};  // the order the members' other inputs complete in
+      Engine engine(factory.options());
+      const Var v = engine.NewVariable();
+      std::vector<Var> gates;
+      std::vector<std::unique_ptr<HeldOp>> holders;
+      for (int i = 0; i < kMembers; ++i) {
+        gates.push_back(engine.NewVariable());
+        holders.push_back(std::make_unique<HeldOp>(engine, VarList{}, VarList{gates.back()}));
+      }
+      Log log;
+      std::atomic<int> ran{0};
+      for (int i = 0; i < kMembers; ++i) {
+        engine.PushAccumulate(
+            [&, i] {
+              log.add(std::to_string(i));
+              ran.fetch_add(1, std::memory_order_relaxed);
+            },
+            {gates[static_cast<std::size_t>(i)]}, {}, {v});
+      }
+      // Each member runs as soon as its gate opens: had they run in push order (as mutations do), member 4 would wait
+      // for members 0 to 3, whose gates are still closed, and the wait below would fail.
+      for (int k = 0; k < kMembers; ++k) {
+        REQUIRE(holders[static_cast<std::size_t>(order[static_cast<std::size_t>(k)])]->release());
+        REQUIRE(wait_until([&] { return ran.load(std::memory_order_relaxed) == k + 1; }));
+      }
+      engine.WaitForVar(v);
+      std::vector<std::string> expected;
+      for (const int i : order) expected.push_back(std::to_string(i));
+      CHECK(log.entries() == expected);
+    }
+  }
+}
+
+TEST_CASE("a group's members never overlap, async ones until their Completion", "[engine][accumulate]") {
+  for (const auto& factory : cpu_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("mutual exclusion on " + factory.name);
+      const int members = static_cast<int>(sized(400, 100, 100));
+      Engine engine(factory.options());
+      const Var a = engine.NewVariable(), b = engine.NewVariable();
+      HeldOp hold(engine, {}, {a, b});  // the members become ready together once it completes
+      std::atomic<int> busy_a{0}, busy_b{0}, overlaps{0};
+      std::uint64_t sum_a = 0, sum_b = 0;
+      Completer completer(2);
+      auto claim = [&](std::atomic<int>& busy) {
+        if (busy.exchange(1, std::memory_order_relaxed) != 0) overlaps.fetch_add(1, std::memory_order_relaxed);
+      };
+      auto unclaim = [&](std::atomic<int>& busy) {
+        if (busy.exchange(0, std::memory_order_relaxed) != 1) overlaps.fetch_add(1, std::memory_order_relaxed);
+      };
+      const std::vector<Var> ab{a, b}, ba{b, a};
+      for (int i = 0; i < members; ++i) {
+        // Members of both groups at once, listed in either order: the tokens are taken in one order, so none waits
+        // for another's.
+        const bool both = i % 3 == 0;
+        const std::vector<Var>& into = i % 2 == 0 ? ab : ba;
+        if (i % 4 == 1) {
+          engine.PushAccumulateAsync(
+              [&, both, i](Completion done) {
+                claim(busy_a);
+                sum_a += static_cast<std::uint64_t>(i);
+                if (both) {
+                  claim(busy_b);
+                  sum_b += static_cast<std::uint64_t>(i);
+                }
+                completer.post([&, both, done] {
+                  unclaim(busy_a);
+                  if (both) unclaim(busy_b);
+                  done();
+                });
+              },
+              {}, {}, both ? VarList(into) : VarList{a});
+        } else {
+          engine.PushAccumulate(
+              [&, both, i] {
+                claim(busy_a);
+                sum_a += static_cast<std::uint64_t>(i);
+                if (both) {
+                  claim(busy_b);
+                  sum_b += static_cast<std::uint64_t>(i);
+                  unclaim(busy_b);
+                }
+                unclaim(busy_a);
+              },
+              {}, {}, both ? VarList(into) : VarList{a});
+        }
+      }
+      CHECK(hold.release());
+      CHECK_NOTHROW(engine.WaitForAll());
+      completer.stop();
+      CHECK(overlaps.load(std::memory_order_relaxed) == 0);
+      std::uint64_t want_a = 0, want_b = 0;
+      for (int i = 0; i < members; ++i) {
+        want_a += static_cast<std::uint64_t>(i);
+        if (i % 3 == 0) want_b += static_cast<std::uint64_t>(i);
+      }
+      CHECK(sum_a == want_a);
+      CHECK(sum_b == want_b);
+    }
+  }
+}
+
+TEST_CASE("an error inside a group skips the members that start after it and poisons the variable",
+          "[engine][accumulate]") {
+  for (const auto& factory : cpu_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("error in a group on " + factory.name);
+      constexpr int kMembers = 12, kThrower = 5;
+      Engine engine(factory.options());
+      const Var v = engine.NewVariable(), after = engine.NewVariable();
+      HeldOp hold(engine, {}, {v});
+      std::atomic<bool> thrown{false};
+      std::atomic<int> ran{0}, ran_after_throw{0}, no_skip_saw_error{0};
+      for (int i = 0; i < kMembers; ++i) {
+        const bool no_skip = i == kMembers - 1;
+        engine.PushAccumulate(
+            [&, i, no_skip](const RunContext& ctx) {
+              ran.fetch_add(1, std::memory_order_relaxed);
+              if (thrown.load(std::memory_order_relaxed)) {
+                if (!no_skip) ran_after_throw.fetch_add(1, std::memory_order_relaxed);
+                if (no_skip && ctx.input_error != nullptr) no_skip_saw_error.fetch_add(1, std::memory_order_relaxed);
+              }
+              if (i == kThrower) {
+                thrown.store(true, std::memory_order_relaxed);
+                throw std::runtime_error("member failed");
+              }
+            },
+            {}, {}, {v}, PushOptions{.no_skip = no_skip});
+      }
+      std::atomic<int> reader_ran{0};
+      engine.Push([&] { reader_ran.fetch_add(1, std::memory_order_relaxed); }, {v}, {after});
+      REQUIRE(hold.release());
+      CHECK_THROWS_WITH(engine.WaitForVar(v), "member failed");
+      CHECK_THROWS_WITH(engine.WaitForVar(after), "member failed");  // the read after the group was skipped
+      CHECK(reader_ran.load(std::memory_order_relaxed) == 0);
+      CHECK(ran_after_throw.load(std::memory_order_relaxed) == 0);
+      CHECK(ran.load(std::memory_order_relaxed) >= 2);  // the thrower and the no_skip member at least
+      CHECK(ran.load(std::memory_order_relaxed) <= kMembers);
+      // The no_skip member saw the error if it ran after the throw (it may have run before it).
+      CHECK(no_skip_saw_error.load(std::memory_order_relaxed) <= 1);
+      CHECK(engine.Version(v) == 1 + kMembers);  // skipped members count as mutations, as skipped writes do
+      CHECK_NOTHROW(engine.WaitForAll());
+    }
+  }
+}
+
+TEST_CASE("a group cancelled half-way: members that start after the cancel are cancelled", "[engine][accumulate]") {
+  for (const auto& factory : cpu_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("cancelled group on " + factory.name);
+      constexpr int kMembers = 16, kCanceller = 7;
+      Engine engine(factory.options());
+      CancelScope scope;
+      const Var v = engine.NewVariable(), outside = engine.NewVariable();
+      HeldOp hold(engine, {}, {v});
+      std::atomic<bool> cancelled{false};
+      std::atomic<int> ran{0}, ran_after_cancel{0};
+      for (int i = 0; i < kMembers; ++i) {
+        engine.PushAccumulate(
+            [&, i] {
+              ran.fetch_add(1, std::memory_order_relaxed);
+              if (cancelled.load(std::memory_order_relaxed)) ran_after_cancel.fetch_add(1, std::memory_order_relaxed);
+              if (i == kCanceller) {
+                scope.Cancel();
+                cancelled.store(true, std::memory_order_relaxed);
+              }
+            },
+            {}, {}, {v}, PushOptions{.scope = &scope});
+      }
+      std::atomic<int> outside_ran{0};
+      engine.Push([&] { outside_ran.fetch_add(1, std::memory_order_relaxed); }, {v}, {outside});
+      REQUIRE(hold.release());
+      engine.WaitForScope(scope);
+      CHECK(scope.pending() == 0);
+      CHECK(ran_after_cancel.load(std::memory_order_relaxed) == 0);
+      CHECK(ran.load(std::memory_order_relaxed) >= 1);
+      CHECK_THROWS_AS(engine.WaitForVar(v), Cancelled);
+      CHECK_THROWS_AS(engine.WaitForVar(outside), Cancelled);  // the read after the group passes the error on
+      CHECK(outside_ran.load(std::memory_order_relaxed) == 0);
+      CHECK(engine.Version(v) == 1 + kMembers);
+    }
+  }
+}
+
+TEST_CASE("a variable both mutated and accumulated is mutated: it splits the group", "[engine][accumulate]") {
+  for (const auto& factory : cpu_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("fold on " + factory.name);
+      Engine engine(factory.options());
+      const Var v = engine.NewVariable(), gate = engine.NewVariable();
+      HeldOp hold(engine, {}, {gate});
+      Log log;
+      engine.PushAccumulate([&] { log.add("A0"); }, {gate}, {}, {v});
+      engine.PushAccumulate([&] { log.add("X"); }, {}, {v}, {v});   // folds into a mutation of v
+      engine.PushAccumulate([&] { log.add("A1"); }, {v}, {}, {v});  // read and accumulated: an accumulation
+      REQUIRE(hold.release());
+      engine.WaitForVar(v);
+      CHECK(log.entries() == std::vector<std::string>{"A0", "X", "A1"});
+      CHECK(engine.Version(v) == 3);
+    }
+  }
+}
+
+TEST_CASE("waits and deletion order after a group", "[engine][accumulate]") {
+  for (const auto& factory : cpu_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("waits after a group on " + factory.name);
+      constexpr int kMembers = 32;
+      Engine engine(factory.options());
+      const Var v = engine.NewVariable();
+      std::atomic<int> ran{0};
+      std::uint64_t sum = 0;
+      for (int i = 0; i < kMembers; ++i) {
+        engine.PushAccumulate(
+            [&, i] {
+              sum += static_cast<std::uint64_t>(i);
+              ran.fetch_add(1, std::memory_order_relaxed);
+            },
+            {}, {}, {v});
+      }
+      engine.WaitForVar(v);
+      CHECK(ran.load(std::memory_order_relaxed) == kMembers);
+      CHECK(sum == kMembers * (kMembers - 1) / 2);
+      for (int i = 0; i < kMembers; ++i) {
+        engine.PushAccumulate([&] { ran.fetch_add(1, std::memory_order_relaxed); }, {}, {}, {v});
+      }
+      int at_deletion = -1;
+      engine.DeleteVariable(v, [&] { at_deletion = ran.load(std::memory_order_relaxed); });
+      engine.WaitForAll();
+      CHECK(at_deletion == 2 * kMembers);
+      CHECK_THROWS_AS(engine.PushAccumulate([] {}, {}, {}, {v}), Error);  // dead handle
+    }
+  }
+}
+
+TEST_CASE("accumulation is refused on a stream executor and inside a capture, pushing nothing",
+          "[engine][accumulate]") {
+  {
+    Engine engine(host_stream_factory().options());
+    const Var v = engine.NewVariable();
+    CHECK_THAT(error_message([&] { engine.PushAccumulate([] {}, {}, {}, {v}); }),
+               Catch::Contains("stream executor") && Catch::Contains("PushAccumulate"));
+    CHECK(engine.InFlight() == 0);
+    engine.Push([] {}, {}, {v});  // the variable is untouched
+    engine.WaitForVar(v);
+    CHECK(engine.Version(v) == 1);
+  }
+  {
+    Engine engine(threadpool_factory(1).options());
+    const Var v = engine.NewVariable();
+    std::string message;
+    const Graph graph = engine.Capture([&] {
+      message = error_message([&] { engine.PushAccumulate([] {}, {}, {}, {v}); });
+      engine.Push([] {}, {}, {v});
+    });
+    CHECK_THAT(message, Catch::Contains("cannot be captured"));
+    engine.Replay(graph);
+    engine.WaitForVar(v);
+    CHECK(engine.Version(v) == 1);  // the captured mutation only
+  }
+}
+
+}  // namespace
+}  // namespace depengine::test
