@@ -1,10 +1,10 @@
-// Deprecated: moved to frontier/axis.h in 0.3.1, when the folders took the order of the layers (docs/architecture.md,
+// Deprecated: moved to frontier/axis.h in 0.4.0, when the folders took the order of the layers (docs/architecture.md,
 // "Layers"). This forwarding header keeps #include <depengine/engine/frontier/axis.h> compiling, with a message, until
-// 0.4.0 removes it (CHANGELOG.md).
+// 0.5.0 removes it (CHANGELOG.md).
 #pragma once
 
 #pragma message(                                                                      \
-    "depengine: <depengine/engine/frontier/axis.h> is deprecated and goes in 0.4.0; " \
+    "depengine: <depengine/engine/frontier/axis.h> is deprecated and goes in 0.5.0; " \
     "include <depengine/frontier/axis.h>")
 
 #include <depengine/frontier/axis.h>

@@ -1,10 +1,10 @@
-// Deprecated: moved to frontier/frontier.h in 0.3.1, when the folders took the order of the layers
+// Deprecated: moved to frontier/frontier.h in 0.4.0, when the folders took the order of the layers
 // (docs/architecture.md, "Layers"). This forwarding header keeps #include <depengine/engine/frontier/frontier.h>
-// compiling, with a message, until 0.4.0 removes it (CHANGELOG.md).
+// compiling, with a message, until 0.5.0 removes it (CHANGELOG.md).
 #pragma once
 
 #pragma message(                                                                          \
-    "depengine: <depengine/engine/frontier/frontier.h> is deprecated and goes in 0.4.0; " \
+    "depengine: <depengine/engine/frontier/frontier.h> is deprecated and goes in 0.5.0; " \
     "include <depengine/frontier/frontier.h>")
 
 #include <depengine/frontier/frontier.h>

@@ -1,10 +1,10 @@
-// Deprecated: moved to buffers/buffer.h in 0.3.1, when the folders took the order of the layers (docs/architecture.md,
+// Deprecated: moved to buffers/buffer.h in 0.4.0, when the folders took the order of the layers (docs/architecture.md,
 // "Layers"). This forwarding header keeps #include <depengine/memory/buffers/buffer.h> compiling, with a message, until
-// 0.4.0 removes it (CHANGELOG.md).
+// 0.5.0 removes it (CHANGELOG.md).
 #pragma once
 
 #pragma message(                                                                       \
-    "depengine: <depengine/memory/buffers/buffer.h> is deprecated and goes in 0.4.0; " \
+    "depengine: <depengine/memory/buffers/buffer.h> is deprecated and goes in 0.5.0; " \
     "include <depengine/buffers/buffer.h>")
 
 #include <depengine/buffers/buffer.h>

@@ -1,5 +1,5 @@
-// Headers that moved in 0.3.1 still compile from their old paths, through forwarding headers that print where they went
-// (CHANGELOG.md), until 0.4.0.
+// Headers that moved in 0.4.0 still compile from their old paths, through forwarding headers that print where they went
+// (CHANGELOG.md), until 0.5.0.
 #include <type_traits>
 
 #include <depengine/engine/frontier/axis.h>
