@@ -243,6 +243,10 @@ Run train(const Options& options, bool replay) {
   const int batch = options.batch;
   const int steps = data.rows / batch;
   if (steps < 1) throw std::invalid_argument("--batch is larger than the data set (" + std::to_string(data.rows) + ")");
+  if (options.trace_step > steps) {
+    throw std::invalid_argument("--trace-step " + std::to_string(options.trace_step) + " is past the epoch's " +
+                                std::to_string(steps) + " steps");
+  }
   depengine::examples::Mlp model(device, {data.features, kHidden, kHidden, kClasses}, 7);
 
   std::printf("training a %d-%d-%d-%d perceptron on %d spiral points, batch %d, %d epochs, on %s%s\n", data.features,
