@@ -70,11 +70,12 @@ OpEvent Observers::event_of(const GraphOp& op) const noexcept {
 
 void Observers::pushed(OpRecord& op) noexcept {
   // relaxed: only uniqueness; the op's hand-offs carry the id to its later events.
-  op.observed = ObservedOp{next_id_.fetch_add(1, std::memory_order_relaxed), now(), 0, 0, -1, false};
+  op.observed = ObservedOp{next_id_.fetch_add(1, std::memory_order_relaxed), now(), 0, 0, -1, false, false};
 }
 
 void Observers::ready(OpRecord& op) noexcept {
-  if (op.internal) return;
+  if (op.internal || op.observed.readied) return;
+  op.observed.readied = true;
   op.observed.ready_at = now();
   const OpEvent event = event_of(op);
   for (Observer* observer : list_) observer->OnReady(event);

@@ -9,13 +9,17 @@
 namespace depengine::detail {
 
 // A stream the op waited for failed. The op holds every grant, so the variables it uses exclusively take the error
-// (a WaitForVar finds it there); the op itself is skipped unless it is no_skip.
+// (a WaitForVar finds it there); the op itself is skipped unless it is no_skip. Not the variables it accumulates into:
+// it does not hold their tokens yet (other members may be running), so those take the op's error when it completes,
+// skipped, holding them (complete_uses); a no_skip accumulation runs and poisons them only if it fails itself.
 void EngineCore::take_input_error(OpRecord* op, const std::exception_ptr& error) noexcept {
   op->waits_failed = true;
   for (std::uint32_t i = 0; i < op->num_uses; ++i) {
     const VarUse& use = op->uses[i];
     VarState* var = state_of(use);
-    if (use.access == Access::kRead || var->error != nullptr || op->deletes_var || ends_graph_var(op, i)) continue;
+    if (use.access == Access::kRead || use.access == Access::kAccumulate || var->error != nullptr || op->deletes_var ||
+        ends_graph_var(op, i))
+      continue;
     if (op->internal) {
       var->error = error;  // a wait or a clearing op: it takes the error from the variable itself
     } else {

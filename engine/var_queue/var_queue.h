@@ -248,7 +248,9 @@ class VarQueue {
     assert(head_.load(std::memory_order_relaxed) == nullptr &&
            "an idle queue has no first node");  // relaxed: quiescent
     assert(waiting_for_.load(std::memory_order_relaxed) == 0 && "an idle queue has no waiting write");
-    assert((group_.load(std::memory_order_relaxed) == nullptr ||  // relaxed: quiescent
+    // acquire: pairs with carry_groups()'s release compare-exchange, which a push through a stale handle may make on
+    // this slot concurrently (its push is refused later), so that the group read here is the constructed one.
+    assert((group_.load(std::memory_order_acquire) == nullptr ||
             (group_locked().pending == 0 && group_locked().holder == nullptr)) &&
            "an idle queue has no open group");
     // relaxed: the queue is quiescent; whoever receives it next is handed it through the engine's variable-table

@@ -5,6 +5,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <future>
 #include <map>
 #include <mutex>
 #include <random>
@@ -393,6 +394,34 @@ TEST_CASE("a null observer is refused", "[engine][observer]") {
   EngineOptions options = inline_factory().options();
   options.observers.push_back(nullptr);
   REQUIRE(error_message([&] { Engine engine(std::move(options)); }) == "EngineOptions::observers[0] is null");
+}
+
+TEST_CASE("an accumulation that waited for the group's token is ready once", "[engine][observer][accumulate]") {
+  for (const auto& factory : executor_factories()) {
+    if (!factory.takes_async) continue;  // a stream executor refuses accumulations (and async ops)
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("observer and accumulate token on " + factory.name);
+      RecordingObserver observer;
+      EngineOptions options = factory.options();
+      options.observers.push_back(&observer);
+      Engine engine(std::move(options));
+      const Var sum = engine.NewVariable();
+      // The first member keeps the token until its Completion is called, so the second, granted with it, finds the
+      // token taken, parks on the group and is routed again when the token is handed to it.
+      std::promise<Completion> first;
+      engine.PushAccumulateAsync([&](Completion done) { first.set_value(std::move(done)); }, {}, {}, {sum},
+                                 {.name = "holds the token"});
+      Completion done = first.get_future().get();
+      std::atomic<bool> second_ran{false};
+      engine.PushAccumulate([&] { second_ran.store(true, std::memory_order_relaxed); }, {}, {}, {sum},
+                            {.name = "waits for the token"});
+      REQUIRE_FALSE(second_ran.load(std::memory_order_relaxed));  // relaxed: only whether it ran yet; it cannot
+      done();
+      engine.WaitForAll();
+      REQUIRE(second_ran.load(std::memory_order_relaxed));  // relaxed: WaitForAll ordered it
+      require_complete(observer);
+    }
+  }
 }
 
 }  // namespace
