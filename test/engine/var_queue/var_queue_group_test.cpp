@@ -8,8 +8,13 @@
 #include <depengine/engine/var_queue/op_node.h>
 #include <depengine/engine/var_queue/var_queue.h>
 
+#include "test/engine/var_queue/var_queue_test_support.h"
+
 namespace depengine {
 namespace {
+
+using test::complete;
+using test::idle;
 
 // An op of one use, pushed as the engine pushes one: its counter set to its grant, granted at append or later.
 struct MemberOp : OpNode {
@@ -23,21 +28,6 @@ struct MemberOp : OpNode {
     return at_append;
   }
 };
-
-std::vector<OpNode*> complete(const VarUse& use) {
-  ReadyList ready;
-  use.var->complete(use, nullptr, ready);
-  std::vector<OpNode*> ops;
-  while (OpNode* op = ready.pop_front()) ops.push_back(op);
-  return ops;
-}
-
-bool idle(VarQueue& queue) {
-  queue.lock();
-  const bool result = queue.idle_locked();
-  queue.unlock();
-  return result;
-}
 
 TEST_CASE("VarQueue groups: granted whole after the write before, joined at the end, before the read after",
           "[var_queue][accumulate]") {

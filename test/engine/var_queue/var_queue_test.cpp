@@ -19,8 +19,13 @@
 #include <depengine/engine/var_queue/op_node.h>
 #include <depengine/engine/var_queue/var_queue.h>
 
+#include "test/engine/var_queue/var_queue_test_support.h"
+
 namespace depengine {
 namespace {
+
+using test::complete;
+using test::idle;
 
 // Atomics: the counters of violations, winners and writes are read by the test thread after it has joined the threads
 // that bump them, which orders them, so they are relaxed (a count printed on a hang needs no order either).
@@ -55,15 +60,6 @@ struct TestOp : OpNode {
   }
 };
 
-// Completes `use` and returns the ops it made ready, in the order the queue listed them.
-std::vector<OpNode*> complete(const VarUse& use) {
-  ReadyList ready;
-  use.var->complete(use, nullptr, ready);
-  std::vector<OpNode*> ops;
-  while (OpNode* op = ready.pop_front()) ops.push_back(op);
-  return ops;
-}
-
 // Completes `use` on another thread while the calling thread, a pusher mid-publish, holds the lock of `use`'s queue:
 // returns whether the completion finished before the lock was released (waiting up to 5 s for it), and what it made
 // ready. Releases the lock.
@@ -85,13 +81,6 @@ LockedCompletion complete_while_locked(const VarUse& use) {
   result.finished_while_locked = done.load(std::memory_order_acquire);
   use.var->unlock();  // lets a completer that (wrongly) waits for the lock finish, so the thread can be joined
   completer.join();
-  return result;
-}
-
-bool idle(VarQueue& queue) {
-  queue.lock();
-  const bool result = queue.idle_locked();
-  queue.unlock();
   return result;
 }
 
