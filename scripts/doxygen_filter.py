@@ -37,24 +37,23 @@ COMPOUND = re.compile(
 ALIAS = re.compile(r"^(\s*)(using\s+(\w+)\s*=)")
 
 
+def skip_literal(text, i):
+    """The index just past the string or character literal that opens at text[i] (a quote); a digit separator (1'000)
+    opens none, so just past it."""
+    if text[i] == "'" and 0 < i < len(text) - 1 and text[i - 1].isalnum() and text[i + 1].isalnum():
+        return i + 1
+    quote, i = text[i], i + 1
+    while i < len(text) and text[i] != quote:
+        i += 2 if text[i] == "\\" else 1
+    return i + 1
+
+
 def split_comment(line):
     """(code, comment) of a line: the `//` comment outside string and character literals, or (line, None)."""
-    quote = None
     i = 0
     while i < len(line):
-        c = line[i]
-        if quote:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote:
-                quote = None
-        elif c in "\"'":
-            # A digit separator (1'000) is not a character literal.
-            if c == "'" and i > 0 and line[i - 1].isalnum() and i + 1 < len(line) and line[i + 1].isalnum():
-                i += 1
-                continue
-            quote = c
+        if line[i] in "\"'":
+            i = skip_literal(line, i)
         elif line.startswith("//", i):
             return line[:i], line[i:]
         elif line.startswith("/*", i):
@@ -62,27 +61,20 @@ def split_comment(line):
             if end < 0:
                 return line, None
             i = end + 2
-            continue
-        i += 1
+        else:
+            i += 1
     return line, None
 
 
 def braces(code):
     """The braces of a line of code, in order, without those in literals."""
-    out, quote, i = [], None, 0
+    out, i = [], 0
     while i < len(code):
-        c = code[i]
-        if quote:
-            if c == "\\":
-                i += 2
-                continue
-            if c == quote:
-                quote = None
-        elif c in "\"'":
-            if not (c == "'" and 0 < i < len(code) - 1 and code[i - 1].isalnum() and code[i + 1].isalnum()):
-                quote = c
-        elif c in "{}":
-            out.append(c)
+        if code[i] in "\"'":
+            i = skip_literal(code, i)
+            continue
+        if code[i] in "{}":
+            out.append(code[i])
         i += 1
     return out
 
