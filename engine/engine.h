@@ -230,9 +230,11 @@ class Engine {
   // writes are visible to the members that run after it and to every op pushed after the group; the writes of every
   // op before the group are visible to each member. A variable in two lists counts once, as the strongest use:
   // mutate, then accumulate, then read. Otherwise as Push (no_skip, scopes, fences, waits, deletion and traces treat
-  // an accumulation as a mutation). Throws Error, pushing nothing, where Push would, and for a context naming a stream
-  // executor, and inside a Capture (neither is built: push a mutation there). Cost: as Push, plus, per accumulated
-  // variable, one allocation the first time the variable is accumulated into, and one lock of it as the op starts.
+  // an accumulation as a mutation). On a stream executor a member runs alone on V on the device: it is issued once the
+  // member before it has been issued, and its stream waits for that member's device work (one device wait at most,
+  // none when the two share a stream). Throws Error, pushing nothing, where Push would, and inside a Capture (not
+  // built: capture a mutation there). Cost: as Push, plus, per accumulated variable, one allocation the first time the
+  // variable is accumulated into, and one lock of it as the op starts.
   template <class F>
   void PushAccumulate(F&& fn, VarList reads, VarList mutates, VarList accumulates,
                       const PushOptions& options = detail::default_push_options()) {

@@ -1,9 +1,14 @@
 // Ops that accumulate (Engine::PushAccumulate, Access::kAccumulate): their push, and the tokens of the groups they are
 // members of, which they take as they start. The groups themselves are the var queue's (var_queue.h, Groups).
 //
-// An op that accumulates is pushed as any other, its record marked with the host kind kAccumulatingOp, so that
-// execute() asks it to take its tokens before the gate; once it holds them all the mark is cleared and the op runs as
-// a pushed op. A plain op pays for this one compare in execute(), which it made anyway (kGraphOp).
+// An op that accumulates is pushed as any other, its record marked with the host kind kAccumulatingOp, so that it
+// takes its tokens before it may run; once it holds them all the mark is cleared and the op runs as a pushed op. Where:
+//   - on an engine without streams, in execute(), before the gate. A plain op pays for this one compare in execute(),
+//     which it made anyway (kGraphOp);
+//   - on an engine with streams, in make_ready(), before its wait frontier is built, which then holds the signal of
+//     the member before it (var_queue.h, Groups). A stream member is issued, not executed, and releases the token when
+//     it is issued: the next member waits for its device work on the device (a stream member) or on the tracker (a
+//     CPU member). A CPU member there holds its tokens while it is parked on the tracker and queued on its executor.
 #include <algorithm>
 #include <string>
 
@@ -20,12 +25,6 @@ void EngineCore::push_accumulating(OpRecord* op, VarList reads, VarList mutates,
       throw Error(std::string(api) +
                   ": an op that accumulates cannot be captured (Capture holds reads and mutations only); push it "
                   "outside the capture, or capture it as a mutation");
-    }
-    // A stream op is issued, not executed: it would release its uses without ever taking a group's token.
-    if (op->executor()->issues_ahead()) {
-      throw Error(std::string(api) + ": context names executor " + std::string(op->executor()->name()) +
-                  ", a stream executor; accumulation is built for CPU executors only: push the op with Push and "
-                  "mutate the variable instead");
     }
     const std::size_t total = reads.size() + mutates.size() + accumulates.size();
     op->reserve_uses(total);

@@ -8,18 +8,15 @@
 
 namespace depengine::detail {
 
-// A stream the op waited for failed. The op holds every grant, so the variables it uses exclusively take the error
-// (a WaitForVar finds it there); the op itself is skipped unless it is no_skip. Not the variables it accumulates into:
-// it does not hold their tokens yet (other members may be running), so those take the op's error when it completes,
-// skipped, holding them (complete_uses); a no_skip accumulation runs and poisons them only if it fails itself.
+// A stream the op waited for failed. The op holds every grant, and the token of every group it is a member of (taken
+// before it parked: make_ready()), so the variables it uses exclusively take the error (a WaitForVar finds it there);
+// the op itself is skipped unless it is no_skip.
 void EngineCore::take_input_error(OpRecord* op, const std::exception_ptr& error) noexcept {
   op->waits_failed = true;
   for (std::uint32_t i = 0; i < op->num_uses; ++i) {
     const VarUse& use = op->uses[i];
     VarState* var = state_of(use);
-    if (use.access == Access::kRead || use.access == Access::kAccumulate || var->error != nullptr || op->deletes_var ||
-        ends_graph_var(op, i))
-      continue;
+    if (use.access == Access::kRead || var->error != nullptr || op->deletes_var || ends_graph_var(op, i)) continue;
     if (op->internal) {
       var->error = error;  // a wait or a clearing op: it takes the error from the variable itself
     } else {
@@ -85,7 +82,7 @@ void EngineCore::complete_issued(Task& task, std::exception_ptr error) noexcept 
     errors().raise(error, op->name_view(), op->owner);
     for (std::uint32_t i = 0; i < op->num_uses; ++i) {
       const VarUse& use = op->uses[i];
-      if (use.access == Access::kWrite && !op->deletes_var) {
+      if ((use.access == Access::kWrite || use.access == Access::kAccumulate) && !op->deletes_var) {
         errors().poison(vars_.handle(state_of(use), use.tag), error, op->owner);
       }
     }

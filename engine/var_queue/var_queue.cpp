@@ -333,7 +333,7 @@ void VarQueue::complete_member([[maybe_unused]] const VarUse& use, const VarSign
   assert(group.pending > 0 && group.holder == use.op && "a member completed without the group's token");
   if (signal != nullptr) {
     assert(signals_ != nullptr && "complete() with a signal on a queue without signals (carry_signals)");
-    if (!signal->empty()) signals_->group.merge(*signal);
+    signals_->group = *signal;  // it waited for the member before it: its signal stands for both (Signals)
   }
   // relaxed load: the token holder alone changes version_ while the group is open (no fast path runs). release store:
   // pairs with the acquire in version().
@@ -358,7 +358,7 @@ void VarQueue::close_group_locked(ReadyList& ready) noexcept {
   // No read ran while the group held the variable. relaxed: as in complete_slow().
   granted_reads_ = completed_seen_ = completed_reads_.load(std::memory_order_relaxed);
   if (signals_ != nullptr) {
-    signals_->write = signals_->group;  // what later uses wait for: every member (each waited for the write before)
+    signals_->write = signals_->group;  // what later uses wait for: the last member, which waited for all before it
     signals_->reads.clear();
     signals_->group.clear();
   }

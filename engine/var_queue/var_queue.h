@@ -105,7 +105,11 @@
 // a completing member hands the token to the first parked member, which it appends to `ready`. The state lives out of
 // line (Group), made by carry_groups() for a variable that is ever accumulated into, so that other variables keep their
 // two lines; no fast path runs while a group heads the list (none starts from a member's completion, and none hands
-// over to an accumulation), so the completers' line is untouched by groups but for the version.
+// over to an accumulation), so the completers' line is untouched by groups but for the version. With signals, a member
+// completes with its signal, which the group keeps until the next member completes; the engine takes a member's token
+// before it builds the member's wait frontier (merge_wait_signal()), so each member waits for the one before it. A
+// stream member completes when it is issued and hands the token on then: members on different streams are ordered on
+// the device, by one wait each at most.
 //
 // Thread safety: lock()/append_locked() by pushing threads, complete() by completing threads, concurrently.
 // Cost: one spinlock acquisition per append and per completion (a read's without a signal: one increment, and a
@@ -194,12 +198,15 @@ class VarQueue {
     if (signals_ == nullptr) signals_ = std::make_unique<Signals>();
   }
 
-  // Merges into `out` what a granted `use` must wait for: the write signal, and for an exclusive use the reads signal.
-  // Call only between the use's grant and its completion (see Signals above), on a queue that carries signals.
+  // Merges into `out` what a granted `use` must wait for: the write signal, for an exclusive use the reads signal, and
+  // for an accumulation the signal of the group's member that completed last. Call only between the use's grant and
+  // its completion (see Signals above), an accumulation's only while its op holds the group's token (the members'
+  // completions write it), on a queue that carries signals.
   void merge_wait_signal(const VarUse& use, VarSignal& out) const noexcept {
     assert(signals_ != nullptr && "merge_wait_signal on a queue without signals (carry_signals)");
     if (!signals_->write.empty()) out.merge(signals_->write);
     if (use.access != Access::kRead && !signals_->reads.empty()) out.merge(signals_->reads);
+    if (use.access == Access::kAccumulate && !signals_->group.empty()) out.merge(signals_->group);
   }
 
   // The number of completed mutations (Access::kWrite). Any thread. Exact when read by an op that uses the variable
@@ -352,7 +359,10 @@ class VarQueue {
   struct Signals {
     VarSignal write;  // the last exclusive use's (or the last group's, merged)
     VarSignal reads;  // merged, of the reads released since
-    VarSignal group;  // merged, of the members of the open group completed so far: its write signal once it closes
+    // The signal of the open group's member that completed last (see Groups above): each member waited for the one
+    // before it (this signal, in its wait frontier), so it stands for them all. The group's write signal once it
+    // closes.
+    VarSignal group;
   };
   std::unique_ptr<Signals> signals_;
   // The open group of accumulations and its token (see Groups above). All fields guarded by lock_.

@@ -1,11 +1,12 @@
 // A randomized oracle for accumulation (Engine::PushAccumulate; docs/accumulate.md): 1 to 4 threads push programs of
 // ops that read, mutate and accumulate into variables, some of them asynchronous (completed from other threads), on
-// the inline executor and on pools. Accumulations are integer additions, exact whatever their order; mutations fold
-// their inputs in an order-sensitive way. Every op checks, as it runs, that nothing else uses what it writes (a flag
-// per variable it sets with an atomic exchange and clears, failing if it was set) and that nothing writes what it
-// reads; an asynchronous op clears its flags only on the thread that calls its Completion, just before the call, so a
-// group's mutual exclusion is checked to last until the Completion. The final values, and the versions, must equal a
-// serial run of the programs.
+// the inline executor, on pools, and on an engine with a pool and host streams, where half of the ops are stream ops
+// whose bodies run on the device (launched on a host stream), in a group beside CPU members. Accumulations are integer
+// additions, exact whatever their order; mutations fold their inputs in an order-sensitive way. Every op checks, as it
+// runs, that nothing else uses what it writes (a flag per variable it sets with an atomic exchange and clears, failing
+// if it was set) and that nothing writes what it reads; an asynchronous op clears its flags only on the thread that
+// calls its Completion, just before the call, so a group's mutual exclusion is checked to last until the Completion.
+// The final values, and the versions, must equal a serial run of the programs.
 //
 // Each pusher reads and mutates only variables of its own; it accumulates into its own and into shared ones, which
 // every pusher accumulates into and none reads until the end. So the values are the same whatever order the engine
@@ -16,6 +17,7 @@
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <random>
 #include <string>
@@ -23,6 +25,7 @@
 #include <vector>
 
 #include <depengine/engine/engine.h>
+#include <depengine/executors/host_stream/host_stream_backend.h>
 
 #include "test/engine/test_support.h"
 #include "test/executors/executor_factories.h"
@@ -36,6 +39,7 @@ constexpr std::uint32_t kOwn = 6;  // per pusher
 struct OpSpec {
   std::vector<std::uint32_t> reads, mutates, accumulates;  // disjoint
   bool async = false;
+  std::int32_t stream = -1;  // a compute stream of the engine's stream executor (executor 1), or -1: its CPU executor
 };
 
 // Variable i's state. Flags: see the file comment. relaxed, every access: a flag detects overlap by its exchange
@@ -53,7 +57,10 @@ struct Workload {
 
 std::uint32_t own(int pusher, std::uint32_t i) { return kShared + kOwn * static_cast<std::uint32_t>(pusher) + i; }
 
-Workload generate(std::uint64_t seed, int pushers, std::size_t ops_per_pusher) {
+// kStreams: the compute streams of host_stream_factory()'s executor, on which ops are placed when `streams` is set.
+constexpr std::uint32_t kStreams = 4;
+
+Workload generate(std::uint64_t seed, int pushers, std::size_t ops_per_pusher, bool streams) {
   std::mt19937_64 rng(seed);
   Workload workload;
   workload.num_vars = kShared + kOwn * static_cast<std::uint32_t>(pushers);
@@ -98,6 +105,7 @@ Workload generate(std::uint64_t seed, int pushers, std::size_t ops_per_pusher) {
         }
       }
       op.async = rng() % 8 == 0;
+      if (streams && !op.async && rng() % 2 == 0) op.stream = static_cast<std::int32_t>(rng() % kStreams);
       program.push_back(std::move(op));
     }
   }
@@ -168,7 +176,16 @@ void push_program(Engine& engine, Run& run, Completer& completer, const std::vec
     const std::uint64_t id = pusher << 32 | i;
     const std::vector<Var> reads = vars_of(op->reads, vars), mutates = vars_of(op->mutates, vars),
                            accumulates = vars_of(op->accumulates, vars);
-    if (op->async) {
+    if (op->stream >= 0) {  // its body runs on the device, after what the stream waited for on its behalf
+      engine.PushAccumulate(
+          [&run, op, id](const RunContext& ctx) {
+            launch_host(*ctx.stream, HostTask([&run, op, id] {
+              run.body(*op, id);
+              run.finish(*op);
+            }));
+          },
+          reads, mutates, accumulates, {.context = {.executor = 1, .stream = op->stream}});
+    } else if (op->async) {
       engine.PushAccumulateAsync(
           [&run, &completer, op, id](Completion done) {
             run.body(*op, id);
@@ -189,53 +206,74 @@ void push_program(Engine& engine, Run& run, Completer& completer, const std::vec
   }
 }
 
-std::vector<ExecutorFactory> accumulate_factories() {
-  return {inline_factory(), threadpool_factory(1), threadpool_factory(2), work_first_factory(2),
-          waiters_work_factory(2)};
+struct Config {
+  std::string name;
+  std::function<EngineOptions()> options;
+  bool streams = false;  // executor 1 is a stream executor, where half of the sync ops go
+  std::size_t op_cost = 1;
+};
+
+std::vector<Config> accumulate_configs() {
+  std::vector<Config> configs;
+  for (const ExecutorFactory& factory : {inline_factory(), threadpool_factory(1), threadpool_factory(2),
+                                         work_first_factory(2), waiters_work_factory(2)}) {
+    configs.push_back({factory.name, [factory] { return factory.options(); }});
+  }
+  const ExecutorFactory streams = host_stream_factory();
+  configs.push_back({"threadpool-2 + " + streams.name,
+                     [streams] {
+                       return mixed_options({threadpool_factory(2), streams});
+                     },
+                     true, streams.op_cost});
+  return configs;
+}
+
+void check(const Config& config, int pushers, std::uint64_t seed, std::size_t ops_per_pusher) {
+  Watchdog watchdog("accumulate oracle on " + config.name);
+  watchdog.note("seed " + std::to_string(seed));
+  const Workload workload = generate(seed, pushers, ops_per_pusher, config.streams);
+  Run run(workload.num_vars);
+  Completer completer(2);
+  {
+    Engine engine(config.options());
+    std::vector<Var> vars;
+    for (std::uint32_t v = 0; v < workload.num_vars; ++v) vars.push_back(engine.NewVariable());
+    std::vector<std::thread> threads;
+    for (int p = 0; p < pushers; ++p) {
+      threads.emplace_back([&, p] {
+        push_program(engine, run, completer, vars, workload.programs[static_cast<std::size_t>(p)],
+                     static_cast<std::uint64_t>(p));
+      });
+    }
+    for (auto& thread : threads) thread.join();
+    engine.WaitForAll();
+    std::vector<std::uint64_t> versions(workload.num_vars, 0);
+    for (const auto& program : workload.programs) {
+      for (const OpSpec& op : program) {
+        for (const std::uint32_t m : op.mutates) ++versions[m];
+        for (const std::uint32_t a : op.accumulates) ++versions[a];
+      }
+    }
+    for (std::uint32_t v = 0; v < workload.num_vars; ++v) CHECK(engine.Version(vars[v]) == versions[v]);
+  }
+  completer.stop();
+  CHECK(run.violations.load(std::memory_order_relaxed) == 0);
+  const std::vector<std::uint64_t> expected = serial(workload);
+  for (std::uint32_t v = 0; v < workload.num_vars; ++v) {
+    CAPTURE(v);
+    CHECK(run.cells[v].value == expected[v]);
+  }
 }
 
 TEST_CASE("accumulations from 1 to 4 pushers equal a serial run, each alone on its variable", "[engine][accumulate]") {
   const std::size_t ops_per_pusher = sized(3000, 400, 600);
   // Drawn once: Catch runs the test case again for each section, and a section is known by its name, seed included.
   static const std::vector<std::uint64_t> seeds = test_seeds();
-  for (const auto& factory : accumulate_factories()) {
+  for (const Config& config : accumulate_configs()) {
     for (const int pushers : {1, 2, 4}) {
       for (const std::uint64_t seed : seeds) {
-        DYNAMIC_SECTION(factory.name << ", " << pushers << " pushers, seed " << seed) {
-          Watchdog watchdog("accumulate oracle on " + factory.name);
-          watchdog.note("seed " + std::to_string(seed));
-          const Workload workload = generate(seed, pushers, ops_per_pusher);
-          Run run(workload.num_vars);
-          Completer completer(2);
-          {
-            Engine engine(factory.options());
-            std::vector<Var> vars;
-            for (std::uint32_t v = 0; v < workload.num_vars; ++v) vars.push_back(engine.NewVariable());
-            std::vector<std::thread> threads;
-            for (int p = 0; p < pushers; ++p) {
-              threads.emplace_back([&, p] {
-                push_program(engine, run, completer, vars, workload.programs[static_cast<std::size_t>(p)],
-                             static_cast<std::uint64_t>(p));
-              });
-            }
-            for (auto& thread : threads) thread.join();
-            engine.WaitForAll();
-            std::vector<std::uint64_t> versions(workload.num_vars, 0);
-            for (const auto& program : workload.programs) {
-              for (const OpSpec& op : program) {
-                for (const std::uint32_t m : op.mutates) ++versions[m];
-                for (const std::uint32_t a : op.accumulates) ++versions[a];
-              }
-            }
-            for (std::uint32_t v = 0; v < workload.num_vars; ++v) CHECK(engine.Version(vars[v]) == versions[v]);
-          }
-          completer.stop();
-          CHECK(run.violations.load(std::memory_order_relaxed) == 0);
-          const std::vector<std::uint64_t> expected = serial(workload);
-          for (std::uint32_t v = 0; v < workload.num_vars; ++v) {
-            CAPTURE(v);
-            CHECK(run.cells[v].value == expected[v]);
-          }
+        DYNAMIC_SECTION(config.name << ", " << pushers << " pushers, seed " << seed) {
+          check(config, pushers, seed, ops_per_pusher / config.op_cost);
         }
       }
     }

@@ -1,18 +1,23 @@
 // Accumulation (Engine::PushAccumulate; docs/accumulate.md), case by case, on every CPU executor of the conformance
-// suite (inline, the pools); the stream executor refuses it, as does a capture. A group of accumulations comes after
-// every earlier use of its variable and before every later one; its members run one at a time, in the order they
-// become ready (not in push order); an error or a cancellation inside a group stops the members that start after it,
-// as after a mutation; a variable listed both as mutated and as accumulated is mutated.
+// suite (inline, the pools), and on host streams beside a pool; a capture refuses it. A group of accumulations comes
+// after every earlier use of its variable and before every later one; its members run one at a time, in the order they
+// become ready (not in push order), on the device too; an error or a cancellation inside a group stops the members
+// that start after it, as after a mutation; a variable listed both as mutated and as accumulated is mutated.
 #include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <stdexcept>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <depengine/engine/engine.h>
+#include <depengine/executors/host_stream/host_stream_backend.h>
+#include <depengine/executors/stream/stream_executor.h>
+#include <depengine/executors/threadpool/threadpool_executor.h>
 
 #include "test/engine/test_support.h"
 #include "test/executors/executor_factories.h"
@@ -361,31 +366,105 @@ TEST_CASE("waits and deletion order after a group", "[engine][accumulate]") {
   }
 }
 
-TEST_CASE("accumulation is refused on a stream executor and inside a capture, pushing nothing",
-          "[engine][accumulate]") {
-  {
-    Engine engine(host_stream_factory().options());
-    const Var v = engine.NewVariable();
-    CHECK_THAT(error_message([&] { engine.PushAccumulate([] {}, {}, {}, {v}); }),
-               Catch::Contains("stream executor") && Catch::Contains("PushAccumulate"));
-    CHECK(engine.InFlight() == 0);
-    engine.Push([] {}, {}, {v});  // the variable is untouched
-    engine.WaitForVar(v);
-    CHECK(engine.Version(v) == 1);
+// An engine with a pool of 2 workers (executor 0) and a stream executor on host streams (executor 1): one device, four
+// compute streams, each of whose launches sleeps `delay` first (simulated device time, which makes overlaps real).
+struct PoolAndStreams {
+  EngineOptions options;
+  ExecutorId<StreamExecutor> streams;
+  explicit PoolAndStreams(std::chrono::microseconds delay) {
+    (void)options.emplace<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 2});
+    streams = options.emplace<StreamExecutor>(
+        std::make_unique<HostStreamBackend>(HostStreamOptions{.devices = 1, .launch_delay = delay}),
+        StreamExecutorOptions{.devices = 1, .compute_streams = 4});
   }
-  {
-    Engine engine(threadpool_factory(1).options());
-    const Var v = engine.NewVariable();
-    std::string message;
-    const Graph graph = engine.Capture([&] {
-      message = error_message([&] { engine.PushAccumulate([] {}, {}, {}, {v}); });
-      engine.Push([] {}, {}, {v});
-    });
-    CHECK_THAT(message, Catch::Contains("cannot be captured"));
-    engine.Replay(graph);
-    engine.WaitForVar(v);
-    CHECK(engine.Version(v) == 1);  // the captured mutation only
+};
+
+PushOptions on_stream(std::int32_t stream) { return {.context = {.executor = 1, .stream = stream}}; }
+
+TEST_CASE("on streams, a group's members run alone on the device, each after one device wait at most",
+          "[engine][accumulate][streams]") {
+  Watchdog watchdog("accumulation on host streams");
+  const int members = static_cast<int>(sized(200, 60, 60));
+  PoolAndStreams made(std::chrono::microseconds(20));
+  Engine engine(std::move(made.options));
+  const Var gate = engine.NewVariable(), sum = engine.NewVariable();
+  HeldOp hold(engine, {}, {gate});  // on the pool: the members become ready together once it completes
+  std::atomic<int> busy{0}, overlaps{0};
+  std::uint64_t total = 0;  // written by members alone, one at a time: unsynchronized but for the engine's order
+  auto add = [&](int i) {
+    if (busy.exchange(1, std::memory_order_relaxed) != 0) overlaps.fetch_add(1, std::memory_order_relaxed);
+    total += static_cast<std::uint64_t>(i);
+    std::this_thread::yield();  // a wider window for another member to overlap (the test's only hope to see one)
+    if (busy.exchange(0, std::memory_order_relaxed) != 1) overlaps.fetch_add(1, std::memory_order_relaxed);
+  };
+  int on_streams = 0;
+  for (int i = 0; i < members; ++i) {
+    if (i % 5 == 4) {  // a CPU member between stream members: it waits for their device work on the tracker
+      engine.PushAccumulate([&add, i] { add(i); }, {gate}, {}, {sum});
+      continue;
+    }
+    ++on_streams;
+    engine.PushAccumulate(
+        [&add, i](const RunContext& ctx) { launch_host(*ctx.stream, HostTask([&add, i] { add(i); })); }, {gate}, {},
+        {sum}, on_stream(i % 4));
   }
+  std::uint64_t seen_on_device = 0;  // a stream op after the group sees every member's work
+  engine.Push([&](const RunContext& ctx) { launch_host(*ctx.stream, HostTask([&] { seen_on_device = total; })); },
+              {sum}, {}, on_stream(1));
+  CHECK(hold.release());
+  CHECK_NOTHROW(engine.WaitForAll());
+  const std::uint64_t want = static_cast<std::uint64_t>(members) * static_cast<std::uint64_t>(members - 1) / 2;
+  CHECK(overlaps.load(std::memory_order_relaxed) == 0);
+  CHECK(total == want);
+  CHECK(seen_on_device == want);
+  CHECK(engine.Version(sum) == static_cast<std::uint64_t>(members));
+  // Each stream member waits for the member before it, and that member's signal stands for the whole group before it:
+  // one wait, or none when the two share a stream or the one before ran on the CPU. The gate's op ran on the pool: the
+  // stream found it complete.
+  const StreamStats stats = engine.executor(made.streams).stats();
+  CHECK(stats.waits_issued <= static_cast<std::uint64_t>(on_streams) + 1);  // + 1: the read after the group
+}
+
+TEST_CASE("on streams, a member that fails on the device poisons the variable and the members after it are skipped",
+          "[engine][accumulate][streams][errors]") {
+  Watchdog watchdog("a failing accumulation on host streams");
+  PoolAndStreams made(std::chrono::microseconds(0));
+  Engine engine(std::move(made.options));
+  const Var sum = engine.NewVariable();
+  std::atomic<int> added{0};
+  // Pushed from this thread, each ready at its push: they take the token in push order, so the first fails first.
+  engine.PushAccumulate(
+      [](const RunContext& ctx) {
+        launch_host(*ctx.stream, HostTask([] { throw std::runtime_error("device fault in the first member"); }));
+      },
+      {}, {}, {sum}, on_stream(0));
+  for (int i = 0; i < 3; ++i) {  // on another stream, which learns of the fault from the wait for the first member
+    engine.PushAccumulate(
+        [&added](const RunContext& ctx) {
+          launch_host(*ctx.stream, HostTask([&added] { added.fetch_add(1, std::memory_order_relaxed); }));
+        },
+        {}, {}, {sum}, on_stream(1));
+  }
+  // A CPU member after them: its input stream failed, so it is skipped and poisons the variable, holding the token.
+  engine.PushAccumulate([&added] { added.fetch_add(1, std::memory_order_relaxed); }, {}, {}, {sum});
+  // The stream's error, rethrown as it was thrown (a std::runtime_error), once: the wait for the variable reports it.
+  CHECK_THROWS_WITH(engine.WaitForVar(sum), Catch::Contains("device fault in the first member"));
+  CHECK_NOTHROW(engine.WaitForAll());
+  CHECK(added.load(std::memory_order_relaxed) == 0);
+}
+
+TEST_CASE("accumulation is refused inside a capture, pushing nothing", "[engine][accumulate]") {
+  Engine engine(threadpool_factory(1).options());
+  const Var v = engine.NewVariable();
+  std::string message;
+  const Graph graph = engine.Capture([&] {
+    message = error_message([&] { engine.PushAccumulate([] {}, {}, {}, {v}); });
+    engine.Push([] {}, {}, {v});
+  });
+  CHECK_THAT(message, Catch::Contains("cannot be captured"));
+  engine.Replay(graph);
+  engine.WaitForVar(v);
+  CHECK(engine.Version(v) == 1);  // the captured mutation only
 }
 
 }  // namespace
