@@ -21,11 +21,6 @@ void EngineCore::push_accumulating(OpRecord* op, VarList reads, VarList mutates,
   const char* const api = op->async ? "PushAccumulateAsync" : "PushAccumulate";
   std::uint32_t accumulated = 0;
   try {
-    if (t_running.capturing == this) {
-      throw Error(std::string(api) +
-                  ": an op that accumulates cannot be captured (Capture holds reads and mutations only); push it "
-                  "outside the capture, or capture it as a mutation");
-    }
     const std::size_t total = reads.size() + mutates.size() + accumulates.size();
     op->reserve_uses(total);
     op->num_uses = static_cast<std::uint32_t>(total);
@@ -47,6 +42,10 @@ void EngineCore::push_accumulating(OpRecord* op, VarList reads, VarList mutates,
   } catch (...) {
     op->recycle();
     throw;
+  }
+  if (t_running.capturing == this) [[unlikely]] {  // the plan orders it (graph_plan.h, Groups)
+    graphs_.capture(op);
+    return;
   }
   if (accumulated > 0) op->host_kind_ = kAccumulatingOp;
   // A record given back by a failed submit keeps the mark: its next op then takes no token and clears it (correct, and

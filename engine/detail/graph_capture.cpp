@@ -177,7 +177,10 @@ void GraphRunner::capture(OpRecord* op) {
       const VarUse& use = op->uses[i];
       // relaxed: an early check, as a push's; a replay checks again under the variables' locks.
       alive = state_of(use)->generation.load(std::memory_order_relaxed) == use.tag;
-      captured.uses.push_back({state_of(use), use.tag, use.access});
+      // A graph of stream ops runs its steps one after another, in capture order: an accumulation is a mutation there,
+      // in one of the orders its group allows.
+      const bool as_mutation = use.access == Access::kAccumulate && core_.has_streams();
+      captured.uses.push_back({state_of(use), use.tag, as_mutation ? Access::kWrite : use.access});
     }
     if (!alive && refusal == nullptr) {
       refusal = " inside Capture: a variable of the op was deleted (DeleteVariable) and may not be used again";
@@ -190,7 +193,13 @@ void GraphRunner::capture(OpRecord* op) {
     op->recycle();
     throw;
   }
-  const char* api = op->deletes_var ? "DeleteVariable" : op->async ? "PushAsync" : "Push";
+  bool accumulates = false;
+  for (std::uint32_t i = 0; i < op->num_uses; ++i)
+    accumulates = accumulates || op->uses[i].access == Access::kAccumulate;
+  const char* api = op->deletes_var ? "DeleteVariable"
+                    : accumulates   ? (op->async ? "PushAccumulateAsync" : "PushAccumulate")
+                    : op->async     ? "PushAsync"
+                                    : "Push";
   op->recycle();
   if (refusal != nullptr) throw Error(std::string(api) + refusal);
 }

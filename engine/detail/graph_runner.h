@@ -68,6 +68,11 @@ class GraphRunner {
   // its successors, and retires it if `retire` (graph_plan.h, Retirement).
   void complete(GraphOp* op, const GraphPlan::Op& planned, const std::exception_ptr& error, TaskList& ready,
                 bool retire) noexcept;
+  // Groups of accumulations (graph_plan.h, Groups): whether `op` holds the token of each group it is a member of,
+  // taking them in ascending order (false: parked on one, to be made ready again by the member that hands it on); and
+  // its completion's hand-off of each to the first member parked on it, appended to `ready`.
+  [[nodiscard]] static bool take_tokens(GraphOp& op, const GraphPlan::Op& planned) noexcept;
+  static void hand_on_tokens(GraphOp& op, const GraphPlan::Op& planned, TaskList& ready) noexcept;
   // Replayed op `op` has its last grant: to `ready`, told to the observers first (the one place a replayed op becomes
   // ready, but for those a join grants at append, which replay() tells after letting the locks go).
   void made_ready(GraphOp& op, TaskList& ready) noexcept;

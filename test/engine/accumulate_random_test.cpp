@@ -6,7 +6,8 @@
 // runs, that nothing else uses what it writes (a flag per variable it sets with an atomic exchange and clears, failing
 // if it was set) and that nothing writes what it reads; an asynchronous op clears its flags only on the thread that
 // calls its Completion, just before the call, so a group's mutual exclusion is checked to last until the Completion.
-// The final values, and the versions, must equal a serial run of the programs.
+// The final values, and the versions, must equal a serial run of the programs. In the captured configurations each
+// pusher captures its program into a graph and replays it twice: the serial run is then each program twice over.
 //
 // Each pusher reads and mutates only variables of its own; it accumulates into its own and into shared ones, which
 // every pusher accumulates into and none reads until the end. So the values are the same whatever order the engine
@@ -119,14 +120,15 @@ std::uint64_t input_of(const OpSpec& op, std::uint64_t id, const std::vector<std
   return in;
 }
 
-// The serial run: each program in order (own variables), shared ones summed.
-std::vector<std::uint64_t> serial(const Workload& workload) {
+// The serial run: each program in order (own variables), `times` times over, shared ones summed.
+std::vector<std::uint64_t> serial(const Workload& workload, int times) {
   std::vector<std::uint64_t> values(workload.num_vars, 0);
   for (std::size_t p = 0; p < workload.programs.size(); ++p) {
     const auto& program = workload.programs[p];
-    for (std::size_t i = 0; i < program.size(); ++i) {
-      const OpSpec& op = program[i];
-      const std::uint64_t in = input_of(op, p << 32 | i, values);
+    for (std::size_t i = 0; i < program.size() * static_cast<std::size_t>(times); ++i) {
+      const std::size_t k = i % program.size();
+      const OpSpec& op = program[k];
+      const std::uint64_t in = input_of(op, p << 32 | k, values);
       for (const std::uint32_t m : op.mutates) values[m] = mix(values[m], in);
       for (const std::uint32_t a : op.accumulates) values[a] += mix(in, a);
     }
@@ -211,6 +213,7 @@ struct Config {
   std::function<EngineOptions()> options;
   bool streams = false;  // executor 1 is a stream executor, where half of the sync ops go
   std::size_t op_cost = 1;
+  int replays = 0;  // 0: pushed; else each pusher captures its program once and replays it this many times
 };
 
 std::vector<Config> accumulate_configs() {
@@ -220,6 +223,11 @@ std::vector<Config> accumulate_configs() {
     configs.push_back({factory.name, [factory] { return factory.options(); }});
   }
   const ExecutorFactory streams = host_stream_factory();
+  // Captured: the graph's plan orders each group's members with a token of the replay's (graph_plan.h, Groups).
+  for (const ExecutorFactory& factory : {inline_factory(), threadpool_factory(2)}) {
+    configs.push_back(
+        {factory.name + ", captured and replayed twice", [factory] { return factory.options(); }, false, 2, 2});
+  }
   configs.push_back({"threadpool-2 + " + streams.name,
                      [streams] {
                        return mixed_options({threadpool_factory(2), streams});
@@ -232,6 +240,7 @@ void check(const Config& config, int pushers, std::uint64_t seed, std::size_t op
   Watchdog watchdog("accumulate oracle on " + config.name);
   watchdog.note("seed " + std::to_string(seed));
   const Workload workload = generate(seed, pushers, ops_per_pusher, config.streams);
+  const std::uint64_t times = config.replays == 0 ? 1 : static_cast<std::uint64_t>(config.replays);
   Run run(workload.num_vars);
   Completer completer(2);
   {
@@ -241,8 +250,14 @@ void check(const Config& config, int pushers, std::uint64_t seed, std::size_t op
     std::vector<std::thread> threads;
     for (int p = 0; p < pushers; ++p) {
       threads.emplace_back([&, p] {
-        push_program(engine, run, completer, vars, workload.programs[static_cast<std::size_t>(p)],
-                     static_cast<std::uint64_t>(p));
+        const std::vector<OpSpec>& program = workload.programs[static_cast<std::size_t>(p)];
+        if (config.replays == 0) {
+          push_program(engine, run, completer, vars, program, static_cast<std::uint64_t>(p));
+          return;
+        }
+        const Graph graph =
+            engine.Capture([&] { push_program(engine, run, completer, vars, program, static_cast<std::uint64_t>(p)); });
+        for (int r = 0; r < config.replays; ++r) engine.Replay(graph);
       });
     }
     for (auto& thread : threads) thread.join();
@@ -250,15 +265,15 @@ void check(const Config& config, int pushers, std::uint64_t seed, std::size_t op
     std::vector<std::uint64_t> versions(workload.num_vars, 0);
     for (const auto& program : workload.programs) {
       for (const OpSpec& op : program) {
-        for (const std::uint32_t m : op.mutates) ++versions[m];
-        for (const std::uint32_t a : op.accumulates) ++versions[a];
+        for (const std::uint32_t m : op.mutates) versions[m] += times;
+        for (const std::uint32_t a : op.accumulates) versions[a] += times;
       }
     }
     for (std::uint32_t v = 0; v < workload.num_vars; ++v) CHECK(engine.Version(vars[v]) == versions[v]);
   }
   completer.stop();
   CHECK(run.violations.load(std::memory_order_relaxed) == 0);
-  const std::vector<std::uint64_t> expected = serial(workload);
+  const std::vector<std::uint64_t> expected = serial(workload, static_cast<int>(times));
   for (std::uint32_t v = 0; v < workload.num_vars; ++v) {
     CAPTURE(v);
     CHECK(run.cells[v].value == expected[v]);

@@ -453,18 +453,92 @@ TEST_CASE("on streams, a member that fails on the device poisons the variable an
   CHECK(added.load(std::memory_order_relaxed) == 0);
 }
 
-TEST_CASE("accumulation is refused inside a capture, pushing nothing", "[engine][accumulate]") {
-  Engine engine(threadpool_factory(1).options());
-  const Var v = engine.NewVariable();
-  std::string message;
-  const Graph graph = engine.Capture([&] {
-    message = error_message([&] { engine.PushAccumulate([] {}, {}, {}, {v}); });
-    engine.Push([] {}, {}, {v});
-  });
-  CHECK_THAT(message, Catch::Contains("cannot be captured"));
-  engine.Replay(graph);
-  engine.WaitForVar(v);
-  CHECK(engine.Version(v) == 1);  // the captured mutation only
+TEST_CASE("a captured group replays: members alone, in the order they become ready, between the uses around it",
+          "[engine][accumulate][graph]") {
+  for (const auto& factory : cpu_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("a replayed group on " + factory.name);
+      constexpr int kMembers = 6;
+      Engine engine(factory.options());
+      const Var sum = engine.NewVariable();
+      std::vector<Var> gates;
+      for (int k = 0; k < kMembers; ++k) gates.push_back(engine.NewVariable());
+      Log log;
+      std::atomic<int> busy{0}, overlaps{0};
+      std::uint64_t total = 0, seen = 0;
+      const Graph graph = engine.Capture([&] {
+        engine.Push(
+            [&] {
+              log.add("W");
+              total = 0;
+            },
+            {}, {sum});
+        for (int k = 0; k < kMembers; ++k) {
+          engine.PushAccumulate(
+              [&, k] {
+                if (busy.exchange(1, std::memory_order_relaxed) != 0) overlaps.fetch_add(1, std::memory_order_relaxed);
+                log.add(member(k));
+                total += static_cast<std::uint64_t>(k + 1);
+                if (busy.exchange(0, std::memory_order_relaxed) != 1) overlaps.fetch_add(1, std::memory_order_relaxed);
+              },
+              {gates[static_cast<std::size_t>(k)]}, {}, {sum});
+        }
+        engine.Push(
+            [&] {
+              log.add("R");
+              seen = total;
+            },
+            {sum}, {});
+      });
+      for (int replay = 1; replay <= 3; ++replay) {
+        HeldOp hold(engine, {}, {gates[0]});  // the member captured first becomes ready last
+        engine.Replay(graph);
+        CHECK(
+            wait_until([&] { return log.entries().size() >= static_cast<std::size_t>(replay * (kMembers + 2) - 2); }));
+        CHECK(hold.release());
+        CHECK_NOTHROW(engine.WaitForAll());
+        const std::vector<std::string> entries = log.entries();
+        REQUIRE(entries.size() == static_cast<std::size_t>(replay * (kMembers + 2)));
+        const auto first = entries.end() - (kMembers + 2);
+        CHECK(*first == "W");
+        CHECK(*(entries.end() - 2) == member(0));  // ready last, ran last: not in capture order
+        CHECK(entries.back() == "R");
+        std::vector<std::string> members(first + 1, entries.end() - 1);
+        std::sort(members.begin(), members.end());
+        for (int k = 0; k < kMembers; ++k) CHECK(members[static_cast<std::size_t>(k)] == member(k));
+        CHECK(seen == static_cast<std::uint64_t>(kMembers * (kMembers + 1) / 2));
+        CHECK(engine.Version(sum) == static_cast<std::uint64_t>(replay * (kMembers + 1)));
+      }
+      CHECK(overlaps.load(std::memory_order_relaxed) == 0);
+    }
+  }
+}
+
+TEST_CASE("a replayed member that throws poisons the variable, and the members after it are skipped",
+          "[engine][accumulate][graph][errors]") {
+  for (const auto& factory : cpu_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Engine engine(factory.options());
+      const Var sum = engine.NewVariable();
+      Log log;
+      const Graph graph = engine.Capture([&] {
+        for (int k = 0; k < 8; ++k) {
+          engine.PushAccumulate(
+              [&log, k] {
+                log.add(member(k));
+                if (k == 3) throw std::runtime_error("member 3 failed");
+              },
+              {}, {}, {sum});
+        }
+      });
+      engine.Replay(graph);
+      CHECK_THROWS_WITH(engine.WaitForVar(sum), Catch::Contains("member 3 failed"));
+      const std::vector<std::string> entries = log.entries();
+      REQUIRE(!entries.empty());
+      CHECK(entries.back() == member(3));  // whichever ran before it, none ran after it
+      CHECK(engine.Version(sum) == 8);     // each member a mutation, skipped or not, as when pushed
+    }
+  }
 }
 
 }  // namespace
