@@ -167,6 +167,43 @@ class Buffers {
   // Throws Error for a device that does not exist, or once the engine has been destroyed.
   [[nodiscard]] MemoryPool& pool(std::uint32_t device) const;
 
+  // Reduction into `into` (StarPU's STARPU_REDUX; docs/accumulate.md, "Reduction"): pushes `fn`, which reads `reads`
+  // and writes its contribution into a private copy of `into`, then the fold of that copy into `into`. The copy is a
+  // buffer of into.bytes() on into's device, allocated for the call (a block that an earlier copy returned is reused,
+  // death frontier permitting) and filled by `identity` before `fn` runs; the fold is an accumulation of `into`
+  // (Engine::PushAccumulate) that calls `combine`, and the copy is freed after it. So the contributions of reductions
+  // pushed one after another run at once (their copies share nothing), and their folds run one at a time, each as
+  // soon as its contribution is done, all before the next use of `into` that is not an accumulation. Called as
+  // identity(ctx, copy), fn(ctx, copy) and combine(ctx, into.data(), copy), copy a void*, each inside its op (on a
+  // stream executor: enqueue the work on ctx.stream). `options` places the contribution and the fold, and names the
+  // stream of the copy's allocation and free. Errors: what identity or fn throws is the copy's error, which skips the
+  // fold and poisons `into`, as a failed accumulation does. Throws Error for a null `into`, and where allocate() or
+  // Push would (pushing nothing it can take back: a copy already allocated is freed). Cost: an allocation and a free
+  // of the copy (no op on a CPU executor for the allocation), and two ops.
+  template <class Fn, class Identity, class Combine>
+  void PushReduce(Fn&& fn, VarList reads, const Buffer& into, Identity&& identity, Combine&& combine,
+                  const PushOptions& options = {}) {
+    if (into.state_ == nullptr) throw Error("Buffers::PushReduce: `into` is a null buffer");
+    Engine& on = engine();
+    Buffer copy = allocate(into.bytes(), into.device(), options.context.stream, options.context.stream_kind);
+    try {
+      on.Push(
+          [fn = std::forward<Fn>(fn), identity = std::forward<Identity>(identity),
+           copy](const RunContext& ctx) mutable {
+            identity(ctx, copy.data());
+            fn(ctx, copy.data());
+          },
+          reads, {copy.var()}, options);
+      on.PushAccumulate([combine = std::forward<Combine>(combine), into,
+                         copy](const RunContext& ctx) mutable { combine(ctx, into.data(), copy.data()); },
+                        {copy.var()}, {}, {into.var()}, options);
+    } catch (...) {
+      deallocate(copy, options.context.stream, options.context.stream_kind);
+      throw;
+    }
+    deallocate(copy, options.context.stream, options.context.stream_kind);
+  }
+
  private:
   // Held by every op Buffers pushes, in its function, for as long as the op's record holds the function (it is
   // destroyed after the op ran or was skipped): ~Buffers and the engine's shutdown wait until none is left before they
