@@ -104,9 +104,6 @@ GraphPlan::GraphPlan(std::uint32_t engine_id, std::vector<CapturedOp> captured) 
       const bool mutation = use.access == Access::kWrite || use.access == Access::kAccumulate;
       uses_.push_back(Use{use.var, use.tag, use.access, mutation, from.ends_var});
     }
-    // In ascending order, the order every member takes its tokens in (graph_plan.h, Groups): no two wait for each
-    // other.
-    std::sort(tokens_.begin() + tokens_begin, tokens_.end());
     op.tokens = Range{tokens_begin, static_cast<std::uint32_t>(tokens_.size())};
     op.uses.end = static_cast<std::uint32_t>(uses_.size());
     if (op.wait == 0) roots_.push_back(i);

@@ -10,9 +10,9 @@
 //   - Groups (accumulations, Access::kAccumulate; docs/accumulate.md): consecutive accumulations of V form a group,
 //     which stands where one write would. Each member follows the write (or group) and the reads before the group,
 //     and what follows the group follows every member; members have no edges among themselves. Instead each group has
-//     a token in the instance (GroupToken): a member takes the tokens of its groups, in the order of their indices,
-//     before it runs (GraphRunner::execute), or parks on the first it cannot take; a member's completion hands each
-//     token to the first member parked on it. So members run alone on V, in the order they become ready.
+//     a token in the instance (GroupToken): a member takes the tokens of its groups, all or none, before it runs
+//     (GraphRunner::execute), or gives back those it holds and parks on one it cannot take; a member's completion hands
+//     each token to the first member parked on it. So members run alone on V, in the order they become ready.
 //   - Joins: how the graph sits in the queue of each variable it uses. Per variable, in queue order, at most three
 //     VarQueue entries, standing for the graph's uses of it as if they had been pushed one by one:
 //         head   a read entry for the reads before the graph's first write of V (all of them if it never writes V):
@@ -205,7 +205,7 @@ class GraphPlan {
     Range uses;        // into uses_
     Range successors;  // into successors_
     Range covers;      // into covered_: the joins whose pending count it takes down when it completes
-    Range tokens;      // into tokens_: the groups it is a member of (see Groups above), ascending
+    Range tokens;      // into tokens_: the groups it is a member of (see Groups above)
     ScopeHold scope;   // PushOptions::scope's, or none: cancelled, the op completes with its error, unrun
     [[nodiscard]] std::string_view name_view() const noexcept { return named ? name.view() : std::string_view{}; }
   };

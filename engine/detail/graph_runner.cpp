@@ -153,7 +153,7 @@ void GraphRunner::execute(GraphOp* op, int worker, TaskList& ready) noexcept {
   GraphPlan::Op& planned = plan.op(index);
   op->reset_wait(planned.wait);  // for the next replay: nothing grants the op again in this one
   // A member of groups (graph_plan.h, Groups) takes their tokens before the gate, which reads its variables' errors.
-  if (planned.tokens.begin != planned.tokens.end && !take_tokens(*op, planned)) [[unlikely]]
+  if (planned.tokens.begin != planned.tokens.end && !take_tokens(*op, planned, ready)) [[unlikely]]
     return;  // parked: the member that hands it the token makes it ready again, and it comes back here
   const GraphPlan::Use* uses = plan.uses(planned);
   const std::uint32_t num_uses = planned.uses.end - planned.uses.begin;
@@ -302,37 +302,57 @@ void GraphRunner::grant_join(GraphJoin* join, TaskList& ready, std::uint64_t fro
   retire_instance(instance);  // the join is done: the instance (and its plan) may go once the ops are
 }
 
-bool GraphRunner::take_tokens(GraphOp& op, const GraphPlan::Op& planned) noexcept {
+bool GraphRunner::take_tokens(GraphOp& op, const GraphPlan::Op& planned, TaskList& ready) noexcept {
   GroupToken* const tokens = op.instance->tokens.get();
-  const std::uint32_t* index = op.instance->plan.tokens(planned);
-  for (std::uint32_t t = planned.tokens.begin; t < planned.tokens.end; ++t, ++index) {
-    GroupToken& token = tokens[*index];
+  const std::uint32_t* const indices = op.instance->plan.tokens(planned);
+  const std::uint32_t count = planned.tokens.end - planned.tokens.begin;
+  std::uint32_t i = 0;
+  while (i < count) {
+    GroupToken& token = tokens[indices[i]];
     token.lock.lock();
     const bool taken = token.holder == nullptr || token.holder == &op;  // its own: handed to it while it was parked
+    if (taken) token.holder = &op;
+    token.lock.unlock();
     if (taken) {
+      ++i;
+      continue;
+    }
+    // As a pushed member (EngineCore::take_tokens): all or none, never waiting while holding a token.
+    for (std::uint32_t k = 0; k < count; ++k) {
+      if (k != i) give_back(tokens[indices[k]], op, ready);
+    }
+    token.lock.lock();
+    const bool free = token.holder == nullptr;
+    if (free) {
       token.holder = &op;
     } else {
       token.parked.push_back(&op);
     }
     token.lock.unlock();
-    if (!taken) return false;
+    if (!free) return false;  // parked, holding no token
+    i = 0;                    // it came free meanwhile, and is ours: the others again
   }
   return true;
 }
 
-// The member's writes happen before each unlock below; the next member takes the token under that lock, or is handed
-// it through `ready` and the executor's queue (a release/acquire hand-off), so it sees them.
+// The member's writes happen before the unlock; the next member takes the token under that lock, or is handed it
+// through `ready` and the executor's queue (a release/acquire hand-off), so it sees them.
+void GraphRunner::give_back(GroupToken& token, const GraphOp& op, TaskList& ready) noexcept {
+  token.lock.lock();
+  Task* next = nullptr;
+  if (token.holder == &op) {
+    next = token.parked.pop_front();
+    token.holder = static_cast<GraphOp*>(next);  // null when nobody waits: free, for this replay and the next
+  }
+  token.lock.unlock();
+  if (next != nullptr) ready.push_back(next);
+}
+
 void GraphRunner::hand_on_tokens(GraphOp& op, const GraphPlan::Op& planned, TaskList& ready) noexcept {
   GroupToken* const tokens = op.instance->tokens.get();
   const std::uint32_t* index = op.instance->plan.tokens(planned);
-  for (std::uint32_t t = planned.tokens.begin; t < planned.tokens.end; ++t, ++index) {
-    GroupToken& token = tokens[*index];
-    token.lock.lock();
-    Task* const next = token.parked.pop_front();
-    token.holder = static_cast<GraphOp*>(next);  // null when nobody waits: free, for this replay and the next
-    token.lock.unlock();
-    if (next != nullptr) ready.push_back(next);
-  }
+  for (std::uint32_t t = planned.tokens.begin; t < planned.tokens.end; ++t, ++index)
+    give_back(tokens[*index], op, ready);
 }
 
 void GraphRunner::made_ready(GraphOp& op, TaskList& ready) noexcept {
