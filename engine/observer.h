@@ -16,8 +16,10 @@
 //
 // For every thread of a oneTBB pool (ThreadPoolExecutor), OnThreadStart when the thread enters the pool's arena and
 // OnThreadStop when it leaves (oneTBB's task_scheduler_observer: a thread the pool has let go may enter again later, so
-// the two come in pairs, possibly many per thread). On that thread, so a user may name it (pthread_setname_np) or pin
-// it there. Other executors report no threads.
+// the two come in pairs, possibly many per thread). For the completion thread of a stream executor (StreamExecutor),
+// where its ops end, and the progress thread of an MpiExecutor, one pair, as worker -1: when the engine starts the
+// executor and when the executor stops. On that thread, so a user may name it (pthread_setname_np) or pin it there.
+// The inline executor has no threads of its own.
 //
 // Callbacks run on the thread where the event happens (a worker, a pushing thread that runs the op itself, a stream
 // executor's thread, the thread that calls an async op's Completion), concurrently with each other: an observer is
@@ -96,7 +98,7 @@ struct OpEvent {
 struct ThreadEvent {
   std::uint32_t executor = 0;      // its executor's index in EngineOptions::executors
   std::string_view executor_name;  // Executor::name() of that executor
-  int worker = -1;                 // the thread's worker index in its executor (RunContext::worker)
+  int worker = -1;                 // the thread's worker index in its executor (RunContext::worker); -1: not a worker
 };
 
 // Implement every member; see the top of this file for when each is called and what it may do.
@@ -111,7 +113,7 @@ class Observer {
   virtual void OnReady(const OpEvent& op) noexcept = 0;
   virtual void OnStart(const OpEvent& op) noexcept = 0;
   virtual void OnEnd(const OpEvent& op) noexcept = 0;
-  // A thread of an executor started, or stopped, working for it (the oneTBB pool's threads only).
+  // A thread of an executor started, or stopped, working for it (see the top of this file for which threads).
   virtual void OnThreadStart(const ThreadEvent& thread) noexcept = 0;
   virtual void OnThreadStop(const ThreadEvent& thread) noexcept = 0;
   // Whether the observer reads the times of its events; asked once, when the engine is built. Default: true.

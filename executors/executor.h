@@ -144,7 +144,8 @@ class ExecutorHost {
 
   // Whether the host wants to hear of the executor's threads (asked once, in start()). If so, an executor that owns
   // threads calls thread_started() on each thread as it begins working for the executor and thread_stopped() as it
-  // stops (oneTBB's pool: as the thread enters and leaves its arena), until its stop() returns.
+  // stops (oneTBB's pool: as the thread enters and leaves its arena; a stream or MPI executor: its completion thread,
+  // as worker -1, as it starts and before it ends), until its stop() returns.
   [[nodiscard]] virtual bool observes_threads() const noexcept { return false; }
   virtual void thread_started(const Executor& /*executor*/, int /*worker*/) noexcept {}
   virtual void thread_stopped(const Executor& /*executor*/, int /*worker*/) noexcept {}

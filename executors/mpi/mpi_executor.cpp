@@ -112,7 +112,13 @@ std::string MpiExecutor::error_string(int code) {
 void MpiExecutor::start(ExecutorHost& host) {
   host_ = &host;
   io_ = std::make_unique<Io>();
-  io_->thread = std::thread([this] { io_->context.run(); });
+  // The progress thread, where requests complete: told as worker -1, no worker of ours.
+  const bool observed = host.observes_threads();
+  io_->thread = std::thread([this, observed] {
+    if (observed) host_->thread_started(*this, -1);
+    io_->context.run();
+    if (observed) host_->thread_stopped(*this, -1);
+  });
   progress_thread_ = io_->thread.get_id();
 }
 

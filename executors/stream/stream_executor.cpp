@@ -163,7 +163,13 @@ void StreamExecutor::start(ExecutorHost& host) {
   host_ = &host;
   for (const auto& s : streams_) s->tracked = host.tracker().register_axis(s->axis);
   io_ = std::make_unique<Io>();
-  io_->thread = std::thread([io = io_.get()] { io->context.run(); });
+  // The completion thread, where ops complete (ExecutorHost::complete_issued): told as worker -1, no worker of ours.
+  const bool observed = host.observes_threads();
+  io_->thread = std::thread([this, io = io_.get(), observed] {
+    if (observed) host_->thread_started(*this, -1);
+    io->context.run();
+    if (observed) host_->thread_stopped(*this, -1);
+  });
 }
 
 void StreamExecutor::stop() noexcept {

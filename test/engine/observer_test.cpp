@@ -77,8 +77,9 @@ class RecordingObserver final : public Observer {
     if (inside != 0) violations_.push_back("a thread started twice without stopping");
     ++inside;
     ++thread_starts_;
-    if (thread.executor_name != "threadpool" || thread.worker < 0)
-      violations_.push_back("a thread start names no worker");
+    if ((thread.executor_name == "threadpool") != (thread.worker >= 0))
+      violations_.push_back("a pool thread with no worker, or a worker elsewhere");
+    if (thread.worker < 0) ++non_worker_starts_;
   }
   void OnThreadStop(const ThreadEvent& /*thread*/) noexcept override {
     const std::lock_guard lock(mutex_);
@@ -100,6 +101,17 @@ class RecordingObserver final : public Observer {
     const std::lock_guard lock(mutex_);
     return thread_starts_;
   }
+  [[nodiscard]] int non_worker_starts() const {
+    const std::lock_guard lock(mutex_);
+    return non_worker_starts_;
+  }
+  // Threads started and not stopped.
+  [[nodiscard]] int threads_inside() const {
+    const std::lock_guard lock(mutex_);
+    int inside = 0;
+    for (const auto& [id, count] : threads_) inside += count;
+    return inside;
+  }
 
  private:
   void violation(const OpEvent& op, const char* what) {
@@ -111,6 +123,7 @@ class RecordingObserver final : public Observer {
   std::map<std::thread::id, int> threads_;  // guarded by mutex_
   std::vector<std::string> violations_;     // guarded by mutex_
   int thread_starts_ = 0;                   // guarded by mutex_
+  int non_worker_starts_ = 0;               // guarded by mutex_
 };
 
 // Every op seen had all its events: one ready, one end.
@@ -297,6 +310,24 @@ TEST_CASE("an observer is told of the pool's threads on those threads", "[engine
   }
   // A drainer was started (the first push), and the pool's stop() waited for it: it ran on a thread in the arena.
   REQUIRE(observer.thread_starts() > 0);
+  REQUIRE(observer.violations().empty());
+}
+
+TEST_CASE("an observer is told of a stream executor's completion thread, once, on it", "[engine][observer][stream]") {
+  Watchdog watchdog("observer stream thread");
+  RecordingObserver observer;
+  {
+    EngineOptions options = host_stream_factory().options();
+    options.observers.push_back(&observer);
+    Engine engine(std::move(options));
+    const Var v = engine.NewVariable();
+    for (int i = 0; i < 20; ++i) engine.Push([] {}, {}, {v});
+    engine.WaitForAll();  // the ops completed on the completion thread, which was told first
+    CHECK(observer.non_worker_starts() == 1);
+    CHECK(observer.threads_inside() == 1);
+  }
+  CHECK(observer.non_worker_starts() == 1);
+  CHECK(observer.threads_inside() == 0);  // stopped, on the thread that started, before the engine was gone
   REQUIRE(observer.violations().empty());
 }
 
