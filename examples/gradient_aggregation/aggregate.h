@@ -1,0 +1,43 @@
+// The two ways gradient_aggregation sums the replicas' gradients of one layer into the master's, on the collective
+// channel (device 0, where the master lives):
+//
+//   kSum         one op that reads every replica's gradients: it starts once the last device's backward is done, then
+//                copies and adds the N slices in series (the aggregation before issue 47).
+//   kAccumulate  a zeroing op, then one accumulation per replica (Engine::PushAccumulate into the master's gradients):
+//                each adds its replica's slice as soon as that replica's backward is done, in the order the devices
+//                finish; after the slowest device only its own slice is left to add.
+//
+// Both leave the same sum in the master's dw and db, up to float rounding (the order of the adds differs), for the SGD
+// update pushed after them. Why the channel: the sum lives on device 0, and an add reads its operands on the device
+// it runs on, so every slice but device 0's is first copied to device 0 (`scratch`); a member on device d's own
+// stream would have to add into another device's memory. The channel is also where the update and the broadcast go,
+// so they follow the last add without a wait on another stream.
+//
+// Lifetime: the replicas, the master and the buffers must outlive the ops pushed here (they refer to the layers).
+// Nothing here waits. Cost: kSum pushes 1 op, kAccumulate N + 1; each allocates only what a push does.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <depengine/buffers/buffer.h>
+
+#include "examples/common/mlp.h"
+
+namespace depengine::examples {
+
+enum class Aggregate { kSum, kAccumulate };
+
+// "sum" or "accumulate"; throws std::invalid_argument for anything else.
+[[nodiscard]] Aggregate parse_aggregate(const std::string& name);
+[[nodiscard]] const char* aggregate_name(Aggregate aggregate);
+
+// Layer k's gradients of every replica, summed into master.layers[k].dw and .db on `channel`. `scratch` holds one
+// layer's dw and db, (in + 1) * out floats, on device 0; `zeros` as many zeros (kAccumulate starts the sum from them).
+// The ops mutate (kSum) or accumulate into (kAccumulate) the master's dw, db and the scratch, and read the replicas'.
+void push_aggregate(Aggregate aggregate, Device& channel, const std::vector<std::unique_ptr<Mlp>>& replicas,
+                    const Mlp& master, std::size_t k, const Buffer& scratch, const Buffer& zeros);
+
+}  // namespace depengine::examples
