@@ -1,17 +1,18 @@
 #!/usr/bin/env bash
 # Step time of examples/gradient_aggregation with --skew (device d's backward d + 1 times slower), aggregating by
-# accumulation against one op that sums after the last device (--aggregate accumulate | sum), in one run of this
-# script: the two alternate, run after run, so that both see the same load; medians of RUNS runs each, and their ratio
-# (issue 47's target: accumulate at most 0.75 of sum). Each run prints its own step time, the median over its epochs
-# after the first (the example's "step time:" line).
+# accumulation against one op that sums after the last device. Each run of the example alternates the two epoch by
+# epoch (--aggregate alternate), so that both see the same load, and prints each one's median step time over its
+# epochs; this script runs it RUNS times and prints the medians of those medians and their ratio (issue 47's target:
+# accumulate at most 0.75 of sum).
 #
 #   bench/examples/gradient_aggregation_skew.sh [--runs N] [--binary PATH] [EXAMPLE OPTIONS...]
-#     --runs N       runs of each mode (default 5)
+#     --runs N       runs of the example (default 5)
 #     --binary PATH  default build/release/examples/gradient_aggregation/gradient_aggregation
-#     EXAMPLE OPTIONS go to every run (default --devices 4 --epochs 6); --skew and --aggregate are this script's.
+#     EXAMPLE OPTIONS go to every run (default --devices 4 --epochs 21: 10 timed epochs of each aggregation, the first
+#                    epoch filling the buffer pools); --skew and --aggregate are this script's.
 #
-# Wall-clock figures: the machine's load is printed before and after (uptime); compare the two modes only within one
-# run of this script.
+# Wall-clock figures: the machine's load is printed before and after (uptime); compare the two aggregations only
+# within one run of this script.
 set -euo pipefail
 
 runs=5
@@ -25,7 +26,7 @@ while (($# > 0)); do
     *) options+=("$1"); shift ;;
   esac
 done
-if ((${#options[@]} == 0)); then options=(--devices 4 --epochs 6); fi
+if ((${#options[@]} == 0)); then options=(--devices 4 --epochs 21); fi
 if [[ ! -x $binary ]]; then
   echo "gradient_aggregation_skew.sh: no $binary (cmake --build --preset release --target gradient_aggregation)" >&2
   exit 2
@@ -35,33 +36,28 @@ if ! [[ $runs =~ ^[1-9][0-9]*$ ]]; then
   exit 2
 fi
 
-# The "step time: N us" of one run of the example with the given aggregation.
+# The step time of `aggregation` ("accumulate" or "sum") in the example's output `report`.
 step_us() {
   local line
-  line=$("$binary" "${options[@]}" --skew --aggregate "$1" | grep '^step time:')
-  [[ -n $line ]] || { echo "gradient_aggregation_skew.sh: no step time from $binary" >&2; exit 1; }
-  awk '{print $3}' <<< "$line"
+  line=$(grep "^step time, aggregate $1, skewed:" <<< "$2" || true)
+  [[ -n $line ]] || { echo "gradient_aggregation_skew.sh: no step time of $1 from $binary" >&2; exit 1; }
+  sed -E 's/.*skewed: ([0-9.]+) us.*/\1/' <<< "$line"
 }
 
 median() { sort -n | awk '{v[NR] = $1} END {print (NR % 2) ? v[(NR + 1) / 2] : (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 
-echo "options: ${options[*]} --skew; $runs runs of each, alternating"
+echo "options: ${options[*]} --skew --aggregate alternate; $runs runs"
 echo "load before: $(uptime)"
 accumulate=()
 sum=()
-printf '%-4s %16s %10s\n' run accumulate_us sum_us
+printf '%-4s %16s %10s %8s\n' run accumulate_us sum_us ratio
 for ((run = 1; run <= runs; ++run)); do
-  # Alternate which mode goes first, so that neither always runs right after the other.
-  if ((run % 2 == 1)); then
-    a=$(step_us accumulate)
-    s=$(step_us sum)
-  else
-    s=$(step_us sum)
-    a=$(step_us accumulate)
-  fi
+  report=$("$binary" "${options[@]}" --skew --aggregate alternate)
+  a=$(step_us accumulate "$report")
+  s=$(step_us sum "$report")
   accumulate+=("$a")
   sum+=("$s")
-  printf '%-4s %16s %10s\n' "$run" "$a" "$s"
+  awk -v r="$run" -v a="$a" -v s="$s" 'BEGIN {printf "%-4s %16s %10s %8.2f\n", r, a, s, a / s}'
 done
 echo "load after:  $(uptime)"
 a=$(printf '%s\n' "${accumulate[@]}" | median)

@@ -80,12 +80,6 @@ void push_accumulate(Device& channel, const std::vector<std::unique_ptr<Mlp>>& r
 
 }  // namespace
 
-Aggregate parse_aggregate(const std::string& name) {
-  if (name == "sum") return Aggregate::kSum;
-  if (name == "accumulate") return Aggregate::kAccumulate;
-  throw std::invalid_argument("--aggregate must be sum or accumulate, not '" + name + "'");
-}
-
 const char* aggregate_name(Aggregate aggregate) { return aggregate == Aggregate::kSum ? "sum" : "accumulate"; }
 
 void push_aggregate(Aggregate aggregate, Device& channel, const std::vector<std::unique_ptr<Mlp>>& replicas,

@@ -19,7 +19,6 @@
 
 #include <cstddef>
 #include <memory>
-#include <string>
 #include <vector>
 
 #include <depengine/buffers/buffer.h>
@@ -28,10 +27,9 @@
 
 namespace depengine::examples {
 
-enum class Aggregate { kSum, kAccumulate };
+enum class Aggregate { kSum = 0, kAccumulate = 1 };  // also indices (gradient_aggregation.cpp times each)
 
-// "sum" or "accumulate"; throws std::invalid_argument for anything else.
-[[nodiscard]] Aggregate parse_aggregate(const std::string& name);
+// "sum" or "accumulate".
 [[nodiscard]] const char* aggregate_name(Aggregate aggregate);
 
 // Layer k's gradients of every replica, summed into master.layers[k].dw and .db on `channel`. `scratch` holds one

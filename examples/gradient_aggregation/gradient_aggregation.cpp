@@ -8,23 +8,24 @@
 // through layer k starts once its weights are back. Those ops wait for one device event, the channel's, however many
 // devices took part: the collective signals one axis, not N.
 //
-//   gradient_aggregation [--devices N] [--device streams|cuda] [--aggregate accumulate|sum] [--skew] [--epochs N]
-//                        [--batch N] [--hidden N] [--check]
+//   gradient_aggregation [--devices N] [--device streams|cuda] [--aggregate accumulate|sum|alternate] [--skew]
+//                        [--epochs N] [--batch N] [--hidden N] [--check]
 //   mpirun -np N gradient_aggregation --mpi [--epochs N] [--batch N] [--hidden N] [--check]
 //
 // --aggregate accumulate (default): each device's slice is added into the master's gradients by an accumulation of
 // its own (Engine::PushAccumulate, docs/accumulate.md) as soon as that device's backward of the layer is done, in the
 // order the devices finish. --aggregate sum: one op reads every device's gradients, so it starts when the last device
-// is done and then adds the N slices in series (the aggregation before accumulate existed).
+// is done and then adds the N slices in series (the aggregation before accumulate existed). --aggregate alternate:
+// accumulate in even epochs and sum in odd ones, to compare the two in one process, under the same load.
 //
 // --skew makes device d's backward d + 1 times slower, as if the devices were of different speeds: each backward op of
 // device d launches its kernels d + 1 times (they overwrite their outputs from the same inputs, so the gradients do
 // not change). It is real device work on host streams and on CUDA alike, not a sleep: on host streams it takes CPU
 // time, which the simulated devices share with one another (4 devices on 2 cores are not 4 devices' worth of compute).
 //
-// The program prints the time per step: the median over the epochs after the first (which fills the buffer pools) of
-// the epoch's wall time divided by its steps. bench/examples/gradient_aggregation_skew.sh compares the two
-// aggregations, interleaved runs of each.
+// The program prints the time per step of each aggregation it ran: the median over its epochs, the first left out
+// (it fills the buffer pools), of the epoch's wall time divided by its steps.
+// bench/examples/gradient_aggregation_skew.sh runs --aggregate alternate --skew several times and takes the medians.
 //
 // --mpi trains one replica per MPI rank instead, each rank's all-reduces overlapping its backward (across_ranks.cpp);
 // --aggregate and --skew do not apply there.
@@ -86,8 +87,9 @@ struct Options {
   int batch = 100;  // the global batch, split evenly over the devices
   int hidden = 64;  // the width of the hidden layers
   Aggregate aggregate = Aggregate::kAccumulate;
-  bool skew = false;  // device d's backward d + 1 times slower
-  bool mpi = false;   // one replica per MPI rank (across_ranks.h) instead of one per device
+  bool alternate = false;  // accumulate in even epochs, sum in odd ones
+  bool skew = false;       // device d's backward d + 1 times slower
+  bool mpi = false;        // one replica per MPI rank (across_ranks.h) instead of one per device
   bool check = false;
 };
 
@@ -103,7 +105,8 @@ int cuda_devices() {
 Options parse(int argc, char** argv) {
   Options o;
   depengine::examples::Arguments args(argc, argv,
-                                      "[--devices N] [--device streams|cuda] [--aggregate accumulate|sum] [--skew] "
+                                      "[--devices N] [--device streams|cuda] [--aggregate accumulate|sum|alternate] "
+                                      "[--skew] "
                                       "[--mpi] [--epochs N] [--batch N] [--hidden N] [--check]");
   bool aggregate_given = false;
   while (args.next()) {
@@ -118,7 +121,14 @@ Options parse(int argc, char** argv) {
     } else if (args.is("--hidden")) {
       o.hidden = args.positive();
     } else if (args.is("--aggregate")) {
-      o.aggregate = depengine::examples::parse_aggregate(args.value());
+      const std::string mode = args.value();
+      if (mode == "sum") {
+        o.aggregate = Aggregate::kSum;
+      } else if (mode == "alternate") {
+        o.alternate = true;
+      } else if (mode != "accumulate") {
+        throw std::invalid_argument("--aggregate must be accumulate, sum or alternate, not '" + mode + "'");
+      }
       aggregate_given = true;
     } else if (args.is("--skew")) {
       o.skew = true;
@@ -226,13 +236,17 @@ int main(int argc, char** argv) try {
       "data-parallel training on %d %s devices: global batch %d (%d rows per device), %d epochs of %d steps; "
       "aggregate: %s%s\n",
       n, options.device.c_str(), batch, slice, options.epochs, steps,
-      depengine::examples::aggregate_name(options.aggregate),
+      options.alternate ? "alternate (accumulate in even epochs, sum in odd ones)"
+                        : depengine::examples::aggregate_name(options.aggregate),
       options.skew ? ", skewed (device d's backward d + 1 times)" : "");
-  std::vector<double> step_us;  // per epoch: its wall time / steps
+  // Per aggregation, indexed by Aggregate: each epoch's wall time / steps, the first epoch's left out.
+  std::vector<double> step_us[2];
   std::vector<float> host_stats(static_cast<std::size_t>(2 * n * steps));
   const Var stats_read = engine.NewVariable();
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
     const auto epoch_start = std::chrono::steady_clock::now();
+    const Aggregate aggregate =
+        options.alternate ? (epoch % 2 == 0 ? Aggregate::kAccumulate : Aggregate::kSum) : options.aggregate;
     std::vector<Buffer> stats;
     for (Device& device : devices)
       stats.push_back(depengine::examples::allocate_floats(device, static_cast<std::size_t>(2 * steps)));
@@ -277,7 +291,7 @@ int main(int argc, char** argv) try {
                                              s.acts[k], s.grads[k], dx, slice, options.skew ? d + 1 : 1);
         }
         // Layer k's gradients summed into the master's on the channel, by one op or by one accumulation per device.
-        depengine::examples::push_aggregate(options.aggregate, channel, replicas, master, k, scratch[k], zeros);
+        depengine::examples::push_aggregate(aggregate, channel, replicas, master, k, scratch[k], zeros);
         const Dense& into = master.layers[k];
         depengine::examples::push_sgd(channel, into, kLearningRate);
         // Weights back to every device: the broadcast mutates every replica's weights of layer k.
@@ -312,8 +326,10 @@ int main(int argc, char** argv) try {
       buffers.deallocate(s);
     }
     engine.WaitForVar(stats_read);  // the epoch's statistics: the one wait of the loop
-    step_us.push_back(
-        std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - epoch_start).count() / steps);
+    if (epoch > 0 || options.epochs == 1) {
+      step_us[static_cast<int>(aggregate)].push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - epoch_start).count() / steps);
+    }
     double loss = 0, hits = 0;
     for (std::size_t i = 0; i < host_stats.size(); i += 2) {
       loss += host_stats[i];
@@ -344,13 +360,15 @@ int main(int argc, char** argv) try {
       static_cast<unsigned long long>(on_channel.waits_issued),
       static_cast<unsigned long long>(total.host_synchronizations));
   std::printf("device %d's next forward waits for {%s}\n", n - 1, frontier.c_str());
-  // The first epoch fills the buffer pools: left out of the median unless it is the only one.
-  std::vector<double> timed(step_us.size() > 1 ? step_us.begin() + 1 : step_us.begin(), step_us.end());
-  std::sort(timed.begin(), timed.end());
-  const std::size_t mid = timed.size() / 2;
-  const double median = timed.size() % 2 == 1 ? timed[mid] : (timed[mid - 1] + timed[mid]) / 2;
-  std::printf("step time: %.0f us (median over %zu epochs; aggregate %s%s)\n", median, timed.size(),
-              depengine::examples::aggregate_name(options.aggregate), options.skew ? ", skewed" : "");
+  for (const Aggregate aggregate : {Aggregate::kAccumulate, Aggregate::kSum}) {
+    std::vector<double>& times = step_us[static_cast<int>(aggregate)];
+    if (times.empty()) continue;
+    std::sort(times.begin(), times.end());
+    const std::size_t mid = times.size() / 2;
+    const double median = times.size() % 2 == 1 ? times[mid] : (times[mid - 1] + times[mid]) / 2;
+    std::printf("step time, aggregate %s%s: %.0f us (median of %zu epochs)\n",
+                depengine::examples::aggregate_name(aggregate), options.skew ? ", skewed" : "", median, times.size());
+  }
 
   // Compare with one device on the whole batch.
   std::vector<std::vector<float>> trained;
