@@ -10,14 +10,13 @@ namespace {
 constexpr std::size_t kMaxLayers = 3;
 // Op names must outlive their ops: one table per kind of op.
 constexpr const char* kReduce[kMaxLayers] = {"all-reduce 0", "all-reduce 1", "all-reduce 2"};
-constexpr const char* kZero[kMaxLayers] = {"zero gradient 0", "zero gradient 1", "zero gradient 2"};
 constexpr const char* kAccumulate[kMaxLayers] = {"accumulate 0", "accumulate 1", "accumulate 2"};
 
 std::size_t weights_of(const Dense& layer) { return static_cast<std::size_t>(layer.in * layer.out); }
 
 // Adds `from`'s dw and db (on device `device`) into `into`'s, on the op's stream. Device 0's gradients are on the
 // channel's device already; any other device's are copied into `scratch` first. With `copy`, the slice is copied into
-// `into` instead of added (the first slice of kSum).
+// `into` instead of added (the first slice of a sum).
 void add_slice(const RunContext& ctx, const Dense& from, std::size_t device, const Dense& into, const Buffer& scratch,
                bool copy) {
   const std::size_t weights = weights_of(into);
@@ -56,24 +55,21 @@ void push_sum(Device& channel, const std::vector<std::unique_ptr<Mlp>>& replicas
 }
 
 void push_accumulate(Device& channel, const std::vector<std::unique_ptr<Mlp>>& replicas, const Dense& into,
-                     std::size_t k, const Buffer& scratch, const Buffer& zeros) {
-  // The members add in any order, so the sum starts from zero: a mutation before the group, after the last use of
-  // the previous step's sum (the SGD update that read it). It waits for no device, so it runs ahead of the backwards.
-  channel.engine.Push(
-      [&into, zeros](const RunContext& ctx) {
-        const auto* zero = static_cast<const float*>(zeros.data());
-        copy_on(ctx, into.dw.data(), zero, into.dw.bytes(), CopyDirection::kDeviceToDevice);
-        copy_on(ctx, into.db.data(), zero, into.db.bytes(), CopyDirection::kDeviceToDevice);
-      },
-      {zeros.var()}, {into.dw.var(), into.db.var()}, {.context = channel.context, .name = kZero[k]});
-  // One member per device. Every member but device 0's passes its slice through the shared scratch: it accumulates
-  // into the scratch too, so that no two members use it at once (the group runs them one at a time).
+                     std::size_t k, const Buffer& scratch, std::uint64_t step, std::uint64_t& started) {
+  // One member per device. The members add in any order, so the first of a step's group to run starts the sum: it
+  // copies its slice where the others add theirs. `started` says whether that happened: the members are its only
+  // users, one at a time (they all accumulate into the master's gradients). Every member but device 0's may pass its
+  // slice through the shared scratch: it accumulates into the scratch too, so that no two members use it at once.
   for (std::size_t d = 0; d < replicas.size(); ++d) {
     const Dense& from = replicas[d]->layers[k];
     std::vector<Var> accumulates = {into.dw.var(), into.db.var()};
     if (d != 0) accumulates.push_back(scratch.var());
     channel.engine.PushAccumulate(
-        [&from, &into, scratch, d](const RunContext& ctx) { add_slice(ctx, from, d, into, scratch, /*copy=*/false); },
+        [&from, &into, &started, scratch, d, step](const RunContext& ctx) {
+          const bool first = started != step;
+          started = step;
+          add_slice(ctx, from, d, into, scratch, /*copy=*/first);
+        },
         {from.dw.var(), from.db.var()}, {}, accumulates, {.context = channel.context, .name = kAccumulate[k]});
   }
 }
@@ -83,13 +79,14 @@ void push_accumulate(Device& channel, const std::vector<std::unique_ptr<Mlp>>& r
 const char* aggregate_name(Aggregate aggregate) { return aggregate == Aggregate::kSum ? "sum" : "accumulate"; }
 
 void push_aggregate(Aggregate aggregate, Device& channel, const std::vector<std::unique_ptr<Mlp>>& replicas,
-                    const Mlp& master, std::size_t k, const Buffer& scratch, const Buffer& zeros) {
+                    const Mlp& master, std::size_t k, const Buffer& scratch, std::uint64_t step,
+                    std::uint64_t& started) {
   if (k >= kMaxLayers || k >= master.layers.size()) throw std::invalid_argument("push_aggregate: no such layer");
   const Dense& into = master.layers[k];
   if (aggregate == Aggregate::kSum) {
     push_sum(channel, replicas, into, k, scratch);
   } else {
-    push_accumulate(channel, replicas, into, k, scratch, zeros);
+    push_accumulate(channel, replicas, into, k, scratch, step, started);
   }
 }
 

@@ -221,16 +221,12 @@ int main(int argc, char** argv) try {
   std::vector<std::unique_ptr<depengine::examples::Mlp>> replicas;
   for (Device& device : devices) replicas.push_back(std::make_unique<depengine::examples::Mlp>(device, sizes, kSeed));
   std::vector<Buffer> scratch;  // on device 0: one device's gradients of a layer, on their way into the sum
-  std::size_t largest = 0;
   for (const Dense& layer : master.layers) {
-    const auto floats = static_cast<std::size_t>((layer.in + 1) * layer.out);
-    scratch.push_back(depengine::examples::allocate_floats(channel, floats));
-    largest = std::max(largest, floats);
+    scratch.push_back(
+        depengine::examples::allocate_floats(channel, static_cast<std::size_t>((layer.in + 1) * layer.out)));
   }
-  // Where --aggregate accumulate starts each sum from: zeros, as large as the largest layer's dw and db.
-  const std::vector<float> host_zeros(largest, 0.0f);
-  Buffer zeros = depengine::examples::allocate_floats(channel, largest);
-  depengine::examples::push_upload(channel, zeros, host_zeros.data(), zeros.bytes(), "zeros");
+  // Per layer, the step whose sum --aggregate accumulate last started (aggregate.h): none yet.
+  std::vector<std::uint64_t> started(master.layers.size(), ~std::uint64_t{0});
 
   std::printf(
       "data-parallel training on %d %s devices: global batch %d (%d rows per device), %d epochs of %d steps; "
@@ -291,7 +287,8 @@ int main(int argc, char** argv) try {
                                              s.acts[k], s.grads[k], dx, slice, options.skew ? d + 1 : 1);
         }
         // Layer k's gradients summed into the master's on the channel, by one op or by one accumulation per device.
-        depengine::examples::push_aggregate(aggregate, channel, replicas, master, k, scratch[k], zeros);
+        depengine::examples::push_aggregate(aggregate, channel, replicas, master, k, scratch[k],
+                                            static_cast<std::uint64_t>(epoch * steps + step), started[k]);
         const Dense& into = master.layers[k];
         depengine::examples::push_sgd(channel, into, kLearningRate);
         // Weights back to every device: the broadcast mutates every replica's weights of layer k.
@@ -391,7 +388,6 @@ int main(int argc, char** argv) try {
   master.free(buffers);
   for (auto& replica : replicas) replica->free(buffers);
   for (Buffer& b : scratch) buffers.deallocate(b);
-  buffers.deallocate(zeros);
   engine.WaitForAll();
   if (options.check && !(relative <= 1e-4f)) {
     std::fprintf(stderr, "gradient_aggregation: check failed: the weights differ from single-device training by %.3g\n",
