@@ -4,9 +4,11 @@
 //   kSum         one op that reads every replica's gradients: it starts once the last device's backward is done, then
 //                copies and adds the N slices in series (the aggregation before issue 47).
 //   kAccumulate  one accumulation per replica (Engine::PushAccumulate into the master's gradients): each adds its
-//                replica's slice as soon as that replica's backward is done, in the order the devices finish; after
-//                the slowest device only its own slice is left to add. The first member of a step to run copies its
-//                slice instead (no zeroing op: the same copies and adds as kSum, in another order).
+//                replica's slice as soon as that replica's backward is done, so after the slowest device only its own
+//                slice is left to add. Each is issued once its device's backward is issued, and the channel, one
+//                in-order stream, runs them in issue order: a device that finishes early waits only for those pushed
+//                before it. The first member of a step to run copies its slice instead of adding it (no zeroing op:
+//                the same copies and adds as kSum, in another order).
 //
 // Both leave the same sum in the master's dw and db, up to float rounding (the order of the adds differs), for the SGD
 // update pushed after them. Why the channel: the sum lives on device 0, and an add reads its operands on the device

@@ -13,10 +13,12 @@
 //   mpirun -np N gradient_aggregation --mpi [--epochs N] [--batch N] [--hidden N] [--check]
 //
 // --aggregate accumulate (default): each device's slice is added into the master's gradients by an accumulation of
-// its own (Engine::PushAccumulate, docs/accumulate.md) as soon as that device's backward of the layer is done, in the
-// order the devices finish. --aggregate sum: one op reads every device's gradients, so it starts when the last device
-// is done and then adds the N slices in series (the aggregation before accumulate existed). --aggregate alternate:
-// accumulate in even epochs and sum in odd ones, to compare the two in one process, under the same load.
+// its own (Engine::PushAccumulate, docs/accumulate.md) as soon as that device's backward of the layer is done and the
+// accumulations before it on the channel have run (the channel runs them in the order they are issued, which is push
+// order; with --skew, also the order the devices finish). --aggregate sum: one op reads every device's gradients, so it
+// starts when the last device is done and then adds the N slices in series (the aggregation before accumulate existed).
+// --aggregate alternate: accumulate in even epochs and sum in odd ones, to compare the two in one process, under the
+// same load.
 //
 // --skew makes device d's backward d + 1 times slower, as if the devices were of different speeds: each backward op of
 // device d launches its kernels d + 1 times (they overwrite their outputs from the same inputs, so the gradients do
