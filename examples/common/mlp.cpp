@@ -157,22 +157,27 @@ void push_loss(Device& device, const Buffer& logits, const Buffer& labels, const
 }
 
 void push_backward(Device& device, const Dense& layer, const Buffer& x, const Buffer& y, const Buffer& dy,
-                   const Buffer* dx, int batch) {
+                   const Buffer* dx, int batch, int launches) {
+  if (launches < 1) throw std::invalid_argument("push_backward: launches must be at least 1");
   std::vector<Var> mutates = {layer.dw.var(), layer.db.var()};
   if (dx != nullptr) mutates.push_back(dx->var());
   device.engine.Push(
-      [&layer, x, y, dy, dx = dx != nullptr ? *dx : Buffer{}, batch](const RunContext& ctx) {
+      [&layer, x, y, dy, dx = dx != nullptr ? *dx : Buffer{}, batch, launches](const RunContext& ctx) {
         const float *px = floats(x), *pw = floats(layer.w), *py = floats(y), *pdy = floats(dy);
         float *pdw = floats(layer.dw), *pdb = floats(layer.db), *pdx = floats(dx);
         const int in = layer.in, out = layer.out;
         const bool relu = layer.relu;
-        on_device(
-            ctx, [=] { host::dense_backward(px, pw, py, pdy, pdw, pdb, pdx, batch, in, out, relu); },
-            [=]([[maybe_unused]] void* stream) {
+        // Separate launches rather than one kernel looping: on a stream each is device work of its own, as a slower
+        // device's longer kernel would be; the outputs are written whole each time, never accumulated.
+        for (int launch = 0; launch < launches; ++launch) {
+          on_device(
+              ctx, [=] { host::dense_backward(px, pw, py, pdy, pdw, pdb, pdx, batch, in, out, relu); },
+              [=]([[maybe_unused]] void* stream) {
 #if DEPENGINE_EXAMPLES_CUDA
-              cuda::dense_backward(px, pw, py, pdy, pdw, pdb, pdx, batch, in, out, relu, stream);
+                cuda::dense_backward(px, pw, py, pdy, pdw, pdb, pdx, batch, in, out, relu, stream);
 #endif
-            });
+              });
+        }
       },
       {x.var(), y.var(), dy.var(), layer.w.var()}, mutates, on(device, kBackward[layer.number]));
 }

@@ -85,9 +85,12 @@ void push_forward(Device& device, const Dense& layer, const Buffer& x, const Buf
 // (slot.at() when the op runs).
 void push_loss(Device& device, const Buffer& logits, const Buffer& labels, const Buffer& dlogits, const Buffer& stats,
                StepSlot slot, int batch, int classes, float grad_scale);
-// dw, db, and dx (unless null) from x, y = the layer's output, and dy.
+// dw, db, and dx (unless null) from x, y = the layer's output, and dy. `launches` > 1 launches the same kernels that
+// many times in the one op, each overwriting the outputs from the same inputs: the result is unchanged and the op
+// takes `launches` times as long on its device (gradient_aggregation --skew). Throws std::invalid_argument if
+// launches < 1.
 void push_backward(Device& device, const Dense& layer, const Buffer& x, const Buffer& y, const Buffer& dy,
-                   const Buffer* dx, int batch);
+                   const Buffer* dx, int batch, int launches = 1);
 // w -= learning_rate * dw, b -= learning_rate * db.
 void push_sgd(Device& device, const Dense& layer, float learning_rate);
 

@@ -1,18 +1,36 @@
 // Data-parallel training on N devices, written as serial code: the MXNet design note's two-GPU network, generalised.
 //
 // Every device holds a replica of a 2 -> 64 -> 64 -> 3 perceptron (--hidden sets the 64) and trains on its slice of
-// each batch. As soon as the backward op of layer k has been pushed on every device, the all-reduce of layer k is
-// pushed on the executor's collective channel: it copies each device's gradients of that layer to device 0 and sums
-// them there, the SGD update of the master weights follows on the channel, and so does the copy of the new weights back
-// to every device. The engine starts the all-reduce of layer k as soon as the last device has finished that layer's
-// backward pass, while the devices go on with the layers below; each device's next forward through layer k starts once
-// its weights are back. Those ops wait for one device event, the channel's, however many devices took part: the
-// collective signals one axis, not N.
+// each batch. As soon as the backward op of layer k has been pushed on every device, the aggregation of layer k is
+// pushed on the executor's collective channel (aggregate.h), which sums every device's gradients of that layer into
+// the master's on device 0; the SGD update of the master weights follows on the channel, and so does the copy of the
+// new weights back to every device. The devices go on with the layers below meanwhile; each device's next forward
+// through layer k starts once its weights are back. Those ops wait for one device event, the channel's, however many
+// devices took part: the collective signals one axis, not N.
 //
-//   gradient_aggregation [--devices N] [--device streams|cuda] [--epochs N] [--batch N] [--hidden N] [--check]
+//   gradient_aggregation [--devices N] [--device streams|cuda] [--aggregate accumulate|sum|alternate] [--skew]
+//                        [--epochs N] [--batch N] [--hidden N] [--check]
 //   mpirun -np N gradient_aggregation --mpi [--epochs N] [--batch N] [--hidden N] [--check]
 //
-// --mpi trains one replica per MPI rank instead, each rank's all-reduces overlapping its backward (across_ranks.cpp).
+// --aggregate accumulate (default): each device's slice is added into the master's gradients by an accumulation of
+// its own (Engine::PushAccumulate, docs/accumulate.md) as soon as that device's backward of the layer is done and the
+// accumulations before it on the channel have run (the channel runs them in the order they are issued, which is push
+// order; with --skew, also the order the devices finish). --aggregate sum: one op reads every device's gradients, so it
+// starts when the last device is done and then adds the N slices in series (the aggregation before accumulate existed).
+// --aggregate alternate: accumulate in even epochs and sum in odd ones, to compare the two in one process, under the
+// same load.
+//
+// --skew makes device d's backward d + 1 times slower, as if the devices were of different speeds: each backward op of
+// device d launches its kernels d + 1 times (they overwrite their outputs from the same inputs, so the gradients do
+// not change). It is real device work on host streams and on CUDA alike, not a sleep: on host streams it takes CPU
+// time, which the simulated devices share with one another (4 devices on 2 cores are not 4 devices' worth of compute).
+//
+// The program prints the time per step of each aggregation it ran: the median over its epochs, the first left out
+// (it fills the buffer pools), of the epoch's wall time divided by its steps.
+// bench/examples/gradient_aggregation_skew.sh runs --aggregate alternate --skew several times and takes the medians.
+//
+// --mpi trains one replica per MPI rank instead, each rank's all-reduces overlapping its backward (across_ranks.cpp);
+// --aggregate and --skew do not apply there.
 //
 // --device streams (default) simulates the devices with the host stream backend, so it runs anywhere; cuda uses the
 // GPUs (--devices of them; by default every GPU present). At the end it trains the same model on one device with the
@@ -20,6 +38,7 @@
 // more than 1e-4 relative to the largest weight (the devices sum their slices' gradients in another order than one
 // device sums the batch, so the two agree to float rounding, not bit for bit).
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -38,6 +57,7 @@
 #include "examples/common/arguments.h"
 #include "examples/common/dense_kernels.h"
 #include "examples/common/mlp.h"
+#include "examples/gradient_aggregation/aggregate.h"
 #include "examples/gradient_aggregation/reference.h"
 #if DEPENGINE_EXAMPLES_CUDA
 #include <depengine/executors/cuda_stream/cuda_stream_backend.h>
@@ -52,6 +72,7 @@ using depengine::Buffer;
 using depengine::RunContext;
 using depengine::StreamKind;
 using depengine::Var;
+using depengine::examples::Aggregate;
 using depengine::examples::Dense;
 using depengine::examples::Device;
 namespace host = depengine::examples::host;
@@ -59,16 +80,18 @@ namespace host = depengine::examples::host;
 constexpr int kClasses = 3;
 constexpr float kLearningRate = 0.5f;
 constexpr std::uint32_t kSeed = 7;
-constexpr const char* kReduce[3] = {"all-reduce 0", "all-reduce 1", "all-reduce 2"};
 constexpr const char* kBroadcast[3] = {"broadcast 0", "broadcast 1", "broadcast 2"};
 
 struct Options {
   int devices = 0;  // 0 until parsed: 4 on streams, every GPU present on cuda
   std::string device = "streams";
   int epochs = 10;
-  int batch = 100;   // the global batch, split evenly over the devices
-  int hidden = 64;   // the width of the hidden layers
-  bool mpi = false;  // one replica per MPI rank (across_ranks.h) instead of one per device
+  int batch = 100;  // the global batch, split evenly over the devices
+  int hidden = 64;  // the width of the hidden layers
+  Aggregate aggregate = Aggregate::kAccumulate;
+  bool alternate = false;  // accumulate in even epochs, sum in odd ones
+  bool skew = false;       // device d's backward d + 1 times slower
+  bool mpi = false;        // one replica per MPI rank (across_ranks.h) instead of one per device
   bool check = false;
 };
 
@@ -84,8 +107,10 @@ int cuda_devices() {
 Options parse(int argc, char** argv) {
   Options o;
   depengine::examples::Arguments args(argc, argv,
-                                      "[--devices N] [--device streams|cuda] [--mpi] [--epochs N] [--batch N] "
-                                      "[--hidden N] [--check]");
+                                      "[--devices N] [--device streams|cuda] [--aggregate accumulate|sum|alternate] "
+                                      "[--skew] "
+                                      "[--mpi] [--epochs N] [--batch N] [--hidden N] [--check]");
+  bool aggregate_given = false;
   while (args.next()) {
     if (args.is("--devices")) {
       o.devices = args.positive();
@@ -97,6 +122,18 @@ Options parse(int argc, char** argv) {
       o.batch = args.positive();
     } else if (args.is("--hidden")) {
       o.hidden = args.positive();
+    } else if (args.is("--aggregate")) {
+      const std::string mode = args.value();
+      if (mode == "sum") {
+        o.aggregate = Aggregate::kSum;
+      } else if (mode == "alternate") {
+        o.alternate = true;
+      } else if (mode != "accumulate") {
+        throw std::invalid_argument("--aggregate must be accumulate, sum or alternate, not '" + mode + "'");
+      }
+      aggregate_given = true;
+    } else if (args.is("--skew")) {
+      o.skew = true;
     } else if (args.is("--mpi")) {
       o.mpi = true;
     } else if (args.is("--check")) {
@@ -107,6 +144,9 @@ Options parse(int argc, char** argv) {
   }
   if (o.device != "streams" && o.device != "cuda") {
     throw std::invalid_argument("--device must be streams or cuda, not '" + o.device + "'");
+  }
+  if (o.mpi && (aggregate_given || o.skew)) {
+    throw std::invalid_argument("--aggregate and --skew apply to devices, not to --mpi (one replica per rank)");
   }
   if (o.devices == 0) o.devices = o.device == "cuda" ? cuda_devices() : 4;
   // One compute stream per device and one collective channel, within an engine's streams (kMaxEngineAxes).
@@ -187,12 +227,24 @@ int main(int argc, char** argv) try {
     scratch.push_back(
         depengine::examples::allocate_floats(channel, static_cast<std::size_t>((layer.in + 1) * layer.out)));
   }
+  // Per layer, the step whose sum --aggregate accumulate last started (aggregate.h): none yet.
+  std::vector<std::uint64_t> started(master.layers.size(), ~std::uint64_t{0});
 
-  std::printf("data-parallel training on %d %s devices: global batch %d (%d rows per device), %d epochs of %d steps\n",
-              n, options.device.c_str(), batch, slice, options.epochs, steps);
+  std::printf(
+      "data-parallel training on %d %s devices: global batch %d (%d rows per device), %d epochs of %d steps; "
+      "aggregate: %s%s\n",
+      n, options.device.c_str(), batch, slice, options.epochs, steps,
+      options.alternate ? "alternate (accumulate in even epochs, sum in odd ones)"
+                        : depengine::examples::aggregate_name(options.aggregate),
+      options.skew ? ", skewed (device d's backward d + 1 times)" : "");
+  // Per aggregation, indexed by Aggregate: each epoch's wall time / steps, the first epoch's left out.
+  std::vector<double> step_us[2];
   std::vector<float> host_stats(static_cast<std::size_t>(2 * n * steps));
   const Var stats_read = engine.NewVariable();
   for (int epoch = 0; epoch < options.epochs; ++epoch) {
+    const auto epoch_start = std::chrono::steady_clock::now();
+    const Aggregate aggregate =
+        options.alternate ? (epoch % 2 == 0 ? Aggregate::kAccumulate : Aggregate::kSum) : options.aggregate;
     std::vector<Buffer> stats;
     for (Device& device : devices)
       stats.push_back(depengine::examples::allocate_floats(device, static_cast<std::size_t>(2 * steps)));
@@ -234,37 +286,12 @@ int main(int argc, char** argv) try {
             dx = &s.grads[k - 1];
           }
           depengine::examples::push_backward(devices[static_cast<std::size_t>(d)], layer, k > 0 ? s.acts[k - 1] : s.x,
-                                             s.acts[k], s.grads[k], dx, slice);
+                                             s.acts[k], s.grads[k], dx, slice, options.skew ? d + 1 : 1);
         }
-        // The all-reduce of layer k on the channel: reads every replica's gradients, sums them into the master's.
+        // Layer k's gradients summed into the master's on the channel, by one op or by one accumulation per device.
+        depengine::examples::push_aggregate(aggregate, channel, replicas, master, k, scratch[k],
+                                            static_cast<std::uint64_t>(epoch * steps + step), started[k]);
         const Dense& into = master.layers[k];
-        std::vector<Var> reads;
-        for (const auto& replica : replicas) {
-          reads.push_back(replica->layers[k].dw.var());
-          reads.push_back(replica->layers[k].db.var());
-        }
-        engine.Push(
-            [&replicas, &into, sum = scratch[k], k](const RunContext& ctx) {
-              const std::size_t weights = static_cast<std::size_t>(into.in * into.out) * sizeof(float);
-              const std::size_t biases = static_cast<std::size_t>(into.out) * sizeof(float);
-              auto* to = static_cast<float*>(into.dw.data());
-              auto* sum_w = static_cast<float*>(sum.data());
-              for (std::size_t d = 0; d < replicas.size(); ++d) {
-                const Dense& from = replicas[d]->layers[k];
-                // Device 0's gradients first, straight into the master's; every other device's through the scratch.
-                void* w_to = d == 0 ? static_cast<void*>(to) : sum_w;
-                void* b_to = d == 0 ? into.db.data() : static_cast<void*>(sum_w + into.in * into.out);
-                depengine::examples::copy_on(ctx, w_to, from.dw.data(), weights,
-                                             depengine::CopyDirection::kDeviceToDevice);
-                depengine::examples::copy_on(ctx, b_to, from.db.data(), biases,
-                                             depengine::CopyDirection::kDeviceToDevice);
-                if (d == 0) continue;
-                depengine::examples::add_on(ctx, to, sum_w, into.in * into.out);
-                depengine::examples::add_on(ctx, static_cast<float*>(into.db.data()), sum_w + into.in * into.out,
-                                            into.out);
-              }
-            },
-            reads, {into.dw.var(), into.db.var(), scratch[k].var()}, {.context = channel.context, .name = kReduce[k]});
         depengine::examples::push_sgd(channel, into, kLearningRate);
         // Weights back to every device: the broadcast mutates every replica's weights of layer k.
         std::vector<Var> replica_weights;
@@ -298,6 +325,10 @@ int main(int argc, char** argv) try {
       buffers.deallocate(s);
     }
     engine.WaitForVar(stats_read);  // the epoch's statistics: the one wait of the loop
+    if (epoch > 0 || options.epochs == 1) {
+      step_us[static_cast<int>(aggregate)].push_back(
+          std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - epoch_start).count() / steps);
+    }
     double loss = 0, hits = 0;
     for (std::size_t i = 0; i < host_stats.size(); i += 2) {
       loss += host_stats[i];
@@ -328,6 +359,15 @@ int main(int argc, char** argv) try {
       static_cast<unsigned long long>(on_channel.waits_issued),
       static_cast<unsigned long long>(total.host_synchronizations));
   std::printf("device %d's next forward waits for {%s}\n", n - 1, frontier.c_str());
+  for (const Aggregate aggregate : {Aggregate::kAccumulate, Aggregate::kSum}) {
+    std::vector<double>& times = step_us[static_cast<int>(aggregate)];
+    if (times.empty()) continue;
+    std::sort(times.begin(), times.end());
+    const std::size_t mid = times.size() / 2;
+    const double median = times.size() % 2 == 1 ? times[mid] : (times[mid - 1] + times[mid]) / 2;
+    std::printf("step time, aggregate %s%s: %.0f us (median of %zu epochs)\n",
+                depengine::examples::aggregate_name(aggregate), options.skew ? ", skewed" : "", median, times.size());
+  }
 
   // Compare with one device on the whole batch.
   std::vector<std::vector<float>> trained;
