@@ -247,14 +247,16 @@ class EngineCore final : public ExecutorHost {
   void hand_on(OpRecord* op, TaskList* ready) noexcept {
     if (observing_ != nullptr) [[unlikely]]
       observing_->ready(*op);
-    TaskList own;
-    TaskList& out = ready != nullptr ? *ready : own;
     if (has_streams_) {
-      make_ready(op, out);
+      TaskList own;
+      // The op, if ready; an op that accumulates may also hand tokens on to others as it takes its own (take_tokens()).
+      make_ready(op, ready != nullptr ? *ready : own);
+      while (Task* task = own.pop_front()) task->executor()->submit(*task);
+    } else if (ready != nullptr) {
+      ready->push_back(op);
     } else {
-      out.push_back(op);
+      op->executor()->submit(*op);
     }
-    if (Task* task = own.pop_front()) task->executor()->submit(*task);
   }
   [[gnu::cold]] void run_pushed(OpRecord* op) noexcept;
 
