@@ -18,6 +18,17 @@ void EngineCore::run_pushed(OpRecord* op) noexcept {
   submit_in_priority_order(ready);
 }
 
+// Out of line, so that an engine without observers tests them once per hand-on.
+void EngineCore::hand_on_observed(OpRecord* op, TaskList* ready, bool at_push) noexcept {
+  if (at_push) {
+    observing_->ready_at_push(*op);
+  } else {
+    observing_->ready(*op, nullptr);
+  }
+  pass_on(op, ready);
+  if (at_push) observing_->pushed_done();
+}
+
 // Gives one grant to `op`; the last one hands it on.
 void EngineCore::grant(OpRecord* op, TaskList* ready) noexcept {
   if (op->grant()) hand_on(op, ready, false);

@@ -249,12 +249,13 @@ class EngineCore final : public ExecutorHost {
   void grant(OpRecord* op, TaskList* ready) noexcept;
   void hand_on(OpRecord* op, TaskList* ready, bool at_push) noexcept {
     if (observing_ != nullptr) [[unlikely]] {
-      if (at_push) {
-        observing_->ready_at_push(*op);
-      } else {
-        observing_->ready(*op, nullptr);
-      }
+      hand_on_observed(op, ready, at_push);
+      return;
     }
+    pass_on(op, ready);
+  }
+  // hand_on() without the observers; with them, told ready first and, from the push, done with the push after.
+  void pass_on(OpRecord* op, TaskList* ready) noexcept {
     TaskList own;
     TaskList& out = ready != nullptr ? *ready : own;
     if (has_streams_) {
@@ -263,9 +264,8 @@ class EngineCore final : public ExecutorHost {
       out.push_back(op);
     }
     if (Task* task = own.pop_front()) task->executor()->submit(*task);
-    if (at_push && observing_ != nullptr) [[unlikely]]
-      observing_->pushed_done();
   }
+  [[gnu::cold]] void hand_on_observed(OpRecord* op, TaskList* ready, bool at_push) noexcept;
   [[gnu::cold]] void run_pushed(OpRecord* op) noexcept;
 
   // completion.cpp

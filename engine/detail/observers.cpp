@@ -18,8 +18,9 @@ struct LastEnd {
 thread_local LastEnd t_last_end;
 
 // The op this thread made ready at its push, in a push that has not returned, and its push time: if the push runs it
-// here (an inline executor, work-first), its start time (started()). Cleared by pushed_done(), so a later start of the
-// op by this thread (a waiting thread that helps a pool) reads the clock.
+// here (an inline executor, work-first), its start time (started()). Cleared by that start or the op's end, and by
+// pushed_done(), so that neither a later start of the op by this thread (a waiting thread that helps a pool) nor
+// another op in the same record takes it.
 thread_local LastEnd t_ready_here;
 
 // The index in the plan of replayed op `op`.
@@ -118,13 +119,23 @@ void Observers::pushed_done() noexcept { t_ready_here = LastEnd{}; }
 void Observers::ready(OpRecord& op, const void* completed) noexcept {
   if (op.internal || op.observed.readied) return;
   op.observed.readied = true;
-  op.observed.ready_at = std::max(ready_time(completed), op.observed.pushed_at);
+  // Never before its push, nor before its admission under the bound (admitted()): a completion may have ended before
+  // the op was published and granted it after.
+  op.observed.ready_at = std::max({ready_time(completed), op.observed.pushed_at, op.observed.ready_at});
   if (!list_.empty()) tell_ready(event_of(op));
 }
 
 void Observers::started(OpRecord& op, int worker, bool stream) noexcept {
   if (op.internal) return;
-  op.observed.started_at = t_ready_here.op == &op ? t_ready_here.at : now();
+  if (t_ready_here.op == &op) {
+    op.observed.started_at = t_ready_here.at;
+    t_ready_here = LastEnd{};  // used: the record may carry another op before this push returns
+  } else {
+    op.observed.started_at = now();
+  }
+  // The record's previous op may be the one this thread last ended: that end is no ready time for this op's
+  // successors (a stream op releases them at its issue, before its end).
+  if (t_last_end.op == &op) t_last_end = LastEnd{};
   op.observed.worker = worker;
   op.observed.stream = stream;
   if (list_.empty()) return;
@@ -137,6 +148,7 @@ void Observers::ended(OpRecord& op, OpOutcome outcome, const std::exception_ptr*
     t_last_end = LastEnd{};
     return;
   }
+  if (t_ready_here.op == &op) t_ready_here = LastEnd{};  // stopped before it ran: see started()
   OpEvent event = event_of(op);
   event.ended_at = now();
   event.outcome = outcome;

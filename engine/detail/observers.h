@@ -56,9 +56,8 @@ class Observers {
   void pushed(OpRecord& op) noexcept;
   // The op is ready: at its push (ready_at_push), or (ready) made so by the completion of `completed` on this thread
   // (the record of a pushed op or a replayed GraphOp whose ended() this thread called last: its end time), or by
-  // anything else (`completed` null, or not the op this thread last ended: the clock is read).
-  // (A completion made it ready earlier than its push, when it ended before the push and granted it after: ready at
-  // its push.)
+  // anything else (`completed` null, or not the op this thread last ended: the clock is read). Never before its push:
+  // a completion that ended before the op was published grants it after, and it is then ready at its push time.
   void ready_at_push(OpRecord& op) noexcept;
   void ready(OpRecord& op, const void* completed) noexcept;
   // The push that called ready_at_push() on this thread is done with the op: its start, if later, reads the clock.
