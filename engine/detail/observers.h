@@ -13,9 +13,9 @@
 // The ready time is never read on its own where an earlier read already holds it: an op ready at its push is ready at
 // its push time; an op made ready by a completion on this thread is ready at that completion's end time (the engine's
 // own work between that read and the grant, tens of nanoseconds, counts as the op's queueing). Only an op made ready
-// some other way (a fence, a join of a replay) reads the clock for it. And an op ready at its push that the push runs
-// on its own thread (an inline executor, work-first) starts at its push time: the push's own work after its read (its
-// queues, the gate, tens of nanoseconds) counts as the op's run. So two reads per op on those paths, three elsewhere.
+// some other way (a fence) reads the clock for it. And an op ready at its push that the push runs on its own thread (an
+// inline executor, work-first) starts at its push time: the push's own work after its read (its queues, the gate, tens
+// of nanoseconds) counts as the op's run. So two reads per op on those paths, three elsewhere.
 //
 // Thread safety: every member from any thread (the events of one op are ordered by the op's own hand-offs); the
 // object is immutable after construction but for the id counter. Lifetime: the engine's (Diagnostics owns it).
