@@ -29,16 +29,23 @@
 // anything an op does; they must not throw (each is noexcept: a throw terminates). Strings in an event live for the
 // call only.
 //
-// Times are nanoseconds of std::chrono::steady_clock since its epoch, taken by the engine once per event, so that
-// every observer of an engine sees the same values (a trace's slices are on the same clock). An observer that needs no
-// times says so (Timed() false); when no observer of an engine needs them, the engine reads no clock and every time in
-// the events is 0.
+// Times are nanoseconds of std::chrono::steady_clock since its epoch, taken by the engine, so that every observer of an
+// engine sees the same values (a trace's slices are on the same clock). The engine reads its clock at an op's push, its
+// start and its end, and no more: an op ready at its push is ready at its push time, one made ready by a completion is
+// ready at that completion's end time (the engine's own work between the two, tens of nanoseconds, counts as its
+// queueing), and one that its own push runs on the pushing thread (an inline executor, work-first) starts at its push
+// time (the push's work after its read counts as its run). Where the CPU's time-stamp counter is invariant (x86-64
+// Linux, constant_tsc and nonstop_tsc) the clock is that counter, converted to steady_clock's scale: a time is then
+// steady_clock's to within a microsecond and a few parts in 10^5 of the engine's age (detail/event_clock.h;
+// DEPENGINE_EVENT_CLOCK=steady reads steady_clock itself). An observer that needs no times says so (Timed() false);
+// when no observer of an engine needs them, the engine reads no clock and every time in the events is 0.
 //
 // Lifetime: an observer must outlive the engine it is registered with; the engine never owns or deletes it.
 // Cost: an engine without observers pays one predictable branch per event (a load of a pointer set at construction). An
 // engine with observers also takes an op id from an engine-wide counter at each push, writes the op's observed state
-// (one more cache line of its record, which crosses to the thread that runs it), calls each observer through a virtual
-// call per event, and, if one is Timed(), reads the clock at each event and at each push (about 28 ns each here).
+// (one more cache line of its record, which crosses to the thread that runs it), builds an OpEvent and calls each
+// observer through a virtual call per event, and, if one is Timed(), reads the clock two or three times per op (about
+// 12 ns each on the counter here, 25 on steady_clock). Measured in bench/notes/2026-11-28-statistics-cost.md.
 #pragma once
 
 #include <cstdint>

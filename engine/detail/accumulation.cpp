@@ -68,9 +68,9 @@ bool EngineCore::take_tokens(OpRecord* op, TaskList& ready) noexcept {
     for (std::uint32_t k = 0; k < op->num_uses; ++k) {
       if (k != i && op->uses[k].access == Access::kAccumulate) op->uses[k].var->give_back_token(*op, handed);
     }
-    while (OpNode* node = handed.pop_front()) route(node, ready);
-    if (!use.var->try_take_token(*op)) return false;  // parked, holding no token
-    i = 0;                                            // it came free meanwhile, and is ours: the others again
+    while (OpNode* node = handed.pop_front()) route(node, ready, nullptr);  // readied before: no new ready time
+    if (!use.var->try_take_token(*op)) return false;                        // parked, holding no token
+    i = 0;  // it came free meanwhile, and is ours: the others again
   }
   op->host_kind_ = kPushedOp;
   return true;

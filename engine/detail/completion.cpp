@@ -222,15 +222,15 @@ void EngineCore::complete_uses(OpRecord* op, TaskList& ready, const VarSignal* s
   }
   if (op->deletes_var) vars_.recycle(state_of(op->uses[0]));
   if (op->trace_op == 0) {
-    while (OpNode* node = granted.pop_front()) route(node, ready);
+    while (OpNode* node = granted.pop_front()) route(node, ready, op);
     return;
   }
   trace().flows(*op, granted);
   while (OpNode* node = granted.pop_front()) {
     if (node->owner_kind == kGraphJoin) {
-      graphs_.grant_join(static_cast<GraphJoin*>(node), ready, op->trace_op);
+      graphs_.grant_join(static_cast<GraphJoin*>(node), ready, op, op->trace_op);
     } else {
-      route(node, ready);
+      route(node, ready, op);
     }
   }
 }

@@ -10,25 +10,38 @@ namespace depengine::detail {
 // Runs `op`, ready at its push, on the pushing thread (work-first), and submits what that makes ready.
 void EngineCore::run_pushed(OpRecord* op) noexcept {
   if (observing_ != nullptr) [[unlikely]]
-    observing_->ready(*op);
+    observing_->ready_at_push(*op);
   TaskList ready;
   execute(*op, -1, ready);
+  if (observing_ != nullptr) [[unlikely]]
+    observing_->pushed_done();
   submit_in_priority_order(ready);
+}
+
+// Out of line, so that an engine without observers tests them once per hand-on.
+void EngineCore::hand_on_observed(OpRecord* op, TaskList* ready, bool at_push) noexcept {
+  if (at_push) {
+    observing_->ready_at_push(*op);
+  } else {
+    observing_->ready(*op, nullptr);
+  }
+  pass_on(op, ready);
+  if (at_push) observing_->pushed_done();
 }
 
 // Gives one grant to `op`; the last one hands it on.
 void EngineCore::grant(OpRecord* op, TaskList* ready) noexcept {
-  if (op->grant()) hand_on(op, ready);
+  if (op->grant()) hand_on(op, ready, false);
 }
 
-void EngineCore::route(OpNode* node, TaskList& ready) noexcept {
+void EngineCore::route(OpNode* node, TaskList& ready, const void* completed) noexcept {
   if (node->owner_kind == kGraphJoin) {
-    graphs_.grant_join(static_cast<GraphJoin*>(node), ready);
+    graphs_.grant_join(static_cast<GraphJoin*>(node), ready, completed);
     return;
   }
   OpRecord* op = static_cast<OpRecord*>(node);
   if (observing_ != nullptr) [[unlikely]]
-    observing_->ready(*op);
+    observing_->ready(*op, completed);
   if (has_streams_) {
     make_ready(op, ready);
   } else {

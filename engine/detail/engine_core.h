@@ -169,7 +169,9 @@ class EngineCore final : public ExecutorHost {
   void poison(VarState* var, std::uint32_t tag, const std::exception_ptr& error, std::uint64_t owner) noexcept;
   // dispatch.cpp: where a node that a queue granted goes: to `ready` (a pushed op through make_ready() when signals
   // are carried), or, for a join of a replay, to the ops it grants.
-  void route(OpNode* node, TaskList& ready) noexcept;
+  // `completed`: the op (a pushed op's record, a replayed GraphOp) whose completion granted it, on this thread; its
+  // end time is the node's ready time for observers (observers.h).
+  void route(OpNode* node, TaskList& ready, const void* completed) noexcept;
   // An async op's successors are granted at its completion, but it stays in flight until its function has returned
   // too (an error it throws after completing belongs to the WaitForAll that waits for it), so the later of the two
   // parties retires it and recycles its record.
@@ -242,11 +244,18 @@ class EngineCore final : public ExecutorHost {
 
   // dispatch.cpp (and route() above): grant() gives one grant to `op`, the last hands it on; hand_on() hands on an op
   // whose last grant the caller gave, to `ready` (a running executor's list) if given, else to its executor (inline:
-  // every push ends in it); run_pushed() runs an op ready at its push on the pushing thread (work-first).
+  // every push ends in it; `at_push`: from the push); run_pushed() runs an op ready at its push on the pushing thread
+  // (work-first).
   void grant(OpRecord* op, TaskList* ready) noexcept;
-  void hand_on(OpRecord* op, TaskList* ready) noexcept {
-    if (observing_ != nullptr) [[unlikely]]
-      observing_->ready(*op);
+  void hand_on(OpRecord* op, TaskList* ready, bool at_push) noexcept {
+    if (observing_ != nullptr) [[unlikely]] {
+      hand_on_observed(op, ready, at_push);
+      return;
+    }
+    pass_on(op, ready);
+  }
+  // hand_on() without the observers; with them, told ready first and, from the push, done with the push after.
+  void pass_on(OpRecord* op, TaskList* ready) noexcept {
     if (has_streams_) {
       TaskList own;
       // The op, if ready; an op that accumulates may also hand tokens on to others as it takes its own (take_tokens()).
@@ -258,6 +267,7 @@ class EngineCore final : public ExecutorHost {
       op->executor()->submit(*op);
     }
   }
+  [[gnu::cold]] void hand_on_observed(OpRecord* op, TaskList* ready, bool at_push) noexcept;
   [[gnu::cold]] void run_pushed(OpRecord* op) noexcept;
 
   // completion.cpp

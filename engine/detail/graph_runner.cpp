@@ -118,7 +118,7 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
   // they are submitted below.
   if (Observers* observers = core_.observing(); observers != nullptr) [[unlikely]] {
     for (Task* task = ready.front(); task != nullptr; task = task->next_)
-      observers->ready(*static_cast<GraphOp*>(task));
+      observers->ready_at_push(*static_cast<GraphOp*>(task));
   }
   // Before our grants below: until then no op of the replay can run, and so none complete and count out.
   if (scope != nullptr) [[unlikely]] {
@@ -135,9 +135,9 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
     GraphJoin& join = instance->joins[j];
     if (!join.linked) continue;
     --linked;
-    if (join.grant()) grant_join(&join, ready);
+    if (join.grant()) grant_join(&join, ready, nullptr);
   }
-  for (const std::uint32_t root : plan->roots()) made_ready(instance->ops[root], ready);
+  for (const std::uint32_t root : plan->roots()) made_ready(instance->ops[root], ready, nullptr);
   // Traced: the ops in `ready` were ready once the replay was published (replay_ready only tells them apart by their
   // address in `ops`; it touches no instance).
   if (traced != 0 && !ready.empty()) core_.trace().replay_ready(traced, ops, ready);
@@ -262,7 +262,7 @@ void GraphRunner::complete(GraphOp* op, const GraphPlan::Op& planned, const std:
     join.use.var->complete(join.use, nullptr, granted);
   }
   if (traced != 0) core_.trace().flows(plan, index_of(op), traced, granted);  // the pushed ops it released
-  while (OpNode* node = granted.pop_front()) core_.route(node, ready);
+  while (OpNode* node = granted.pop_front()) core_.route(node, ready, op);
   const std::uint32_t* successor = plan.successors(planned);
   const std::uint32_t* const end = successor + (planned.successors.end - planned.successors.begin);
   const auto size = static_cast<std::uint32_t>(plan.size());
@@ -279,14 +279,14 @@ void GraphRunner::complete(GraphOp* op, const GraphPlan::Op& planned, const std:
     if (!next.grant()) continue;
     // `next` is ours: the instance cannot end while its arrow is drawn.
     if (traced != 0) core_.trace().replay_release(plan, index_of(op), index, traced);
-    made_ready(next, ready);
+    made_ready(next, ready, op);
   }
   if (retire) retire_instance(instance);
 }
 
 // With `from`, an arrow from that op to each replayed op the join makes ready (the boundary of a replay, crossed
 // inward): those ops have not run, so their instance is alive while the arrows are drawn.
-void GraphRunner::grant_join(GraphJoin* join, TaskList& ready, std::uint64_t from) noexcept {
+void GraphRunner::grant_join(GraphJoin* join, TaskList& ready, const void* completed, std::uint64_t from) noexcept {
   GraphInstance* instance = join->instance;
   const auto index = static_cast<std::size_t>(join - instance->joins.get());
   const GraphPlan::Join& planned = instance->plan.joins()[index];
@@ -297,7 +297,7 @@ void GraphRunner::grant_join(GraphJoin* join, TaskList& ready, std::uint64_t fro
     GraphOp& op = instance->ops[*target];
     if (!op.grant()) continue;
     if (traced != 0) core_.trace().join_release(from, traced + *target, planned.var, planned.tag);
-    made_ready(op, ready);
+    made_ready(op, ready, completed);
   }
   retire_instance(instance);  // the join is done: the instance (and its plan) may go once the ops are
 }
@@ -355,9 +355,14 @@ void GraphRunner::hand_on_tokens(GraphOp& op, const GraphPlan::Op& planned, Task
     give_back(tokens[*index], op, ready);
 }
 
-void GraphRunner::made_ready(GraphOp& op, TaskList& ready) noexcept {
-  if (Observers* observers = core_.observing(); observers != nullptr) [[unlikely]]
-    observers->ready(op);
+void GraphRunner::made_ready(GraphOp& op, TaskList& ready, const void* completed) noexcept {
+  if (Observers* observers = core_.observing(); observers != nullptr) [[unlikely]] {
+    if (completed == nullptr) {
+      observers->ready_at_push(op);
+    } else {
+      observers->ready(op, completed);
+    }
+  }
   ready.push_back(&op);
 }
 

@@ -57,7 +57,8 @@ class GraphRunner {
   void execute(GraphOp* op, int worker, TaskList& ready) noexcept;
   // A join its queue granted: grants the ops it stands for (graph_plan.h, Joins). `from`: the trace id of the op whose
   // completion granted it, for arrows to those ops; 0: untraced.
-  void grant_join(GraphJoin* join, TaskList& ready, std::uint64_t from = 0) noexcept;
+  // `completed`: the op whose completion granted it on this thread, or null at the replay (made_ready()).
+  void grant_join(GraphJoin* join, TaskList& ready, const void* completed, std::uint64_t from = 0) noexcept;
   // The Completion of a replayed async op, whose record is `record`, was called with `error`.
   void complete_async(OpRecord* record, const std::exception_ptr& error, TaskList& ready) noexcept;
   // Both parties of a replayed async op are done (EngineCore::release_hold): the record goes back, the op retires.
@@ -76,8 +77,10 @@ class GraphRunner {
   static void hand_on_tokens(GraphOp& op, const GraphPlan::Op& planned, TaskList& ready) noexcept;
   static void give_back(GroupToken& token, const GraphOp& op, TaskList& ready) noexcept;
   // Replayed op `op` has its last grant: to `ready`, told to the observers first (the one place a replayed op becomes
-  // ready, but for those a join grants at append, which replay() tells after letting the locks go).
-  void made_ready(GraphOp& op, TaskList& ready) noexcept;
+  // ready, but for those a join grants at append, which replay() tells after letting the locks go). `completed`: the
+  // op (a pushed op's record or a GraphOp) whose completion on this thread made it ready, its ready time that
+  // completion's end (observers.h); null: made ready by the Replay call, ready at its time.
+  void made_ready(GraphOp& op, TaskList& ready, const void* completed) noexcept;
   // A sink op or a join of `instance` is done; the last frees the instance and counts its ops out of flight.
   void retire_instance(GraphInstance* instance) noexcept;
   // A replay of a graph of stream ops: one pushed op (stream_graph.h); and that op's function, issued on a stream.

@@ -251,6 +251,8 @@ void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const
 // destruction has begun, refuses the op.
 void EngineCore::admit_at_bound(OpRecord* op, const char* api) {
   if (!in_flight_.admit_at_bound(api, op->name_view())) refuse_closed(op, api);
+  if (observing_ != nullptr) [[unlikely]]
+    observing_->admitted(*op);
   if (op->trace_op != 0) trace().ready_at_push(*op, true);  // why it waited, if its push gives its last grant
 }
 
@@ -287,7 +289,7 @@ void EngineCore::submit(OpRecord* op, const char* api) {
     run_pushed(op);
     return;
   }
-  hand_on(op, nullptr);
+  hand_on(op, nullptr, true);
 }
 
 void EngineCore::push(OpRecord* op, VarList reads, VarList mutates) {
