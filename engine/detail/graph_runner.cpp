@@ -152,9 +152,6 @@ void GraphRunner::execute(GraphOp* op, int worker, TaskList& ready) noexcept {
   const std::uint32_t index = index_of(op);
   GraphPlan::Op& planned = plan.op(index);
   op->reset_wait(planned.wait);  // for the next replay: nothing grants the op again in this one
-  // A member of groups (graph_plan.h, Groups) takes their tokens before the gate, which reads its variables' errors.
-  if (planned.tokens.begin != planned.tokens.end && !take_tokens(*op, planned, ready)) [[unlikely]]
-    return;  // parked: the member that hands it the token makes it ready again, and it comes back here
   const GraphPlan::Use* uses = plan.uses(planned);
   const std::uint32_t num_uses = planned.uses.end - planned.uses.begin;
   ScopeState* const scope = scope_of(instance, planned);
@@ -237,7 +234,7 @@ void GraphRunner::complete(GraphOp* op, const GraphPlan::Op& planned, const std:
   GraphPlan& plan = instance->plan;
   const GraphPlan::Use* uses = plan.uses(planned);
   for (std::uint32_t i = 0; i < planned.uses.end - planned.uses.begin; ++i) {
-    if (uses[i].access != Access::kWrite && uses[i].access != Access::kAccumulate) continue;
+    if (uses[i].access != Access::kWrite) continue;
     if (uses[i].clears) [[unlikely]] {  // a graph variable's end: the next replay finds it clean (graph.h)
       uses[i].var->error = nullptr;
       continue;
@@ -245,8 +242,6 @@ void GraphRunner::complete(GraphOp* op, const GraphPlan::Op& planned, const std:
     if (error != nullptr) core_.poison(uses[i].var, uses[i].tag, error, instance->owner);
     if (uses[i].counts_version) uses[i].var->count_mutation();
   }
-  if (planned.tokens.begin != planned.tokens.end) [[unlikely]]
-    hand_on_tokens(*op, planned, ready);
   // The joins first: a tail join is granted by the middle one's completion, before the readers it covers (the
   // successors below) can complete. What their queues grant is routed before our own grants, after which an op with
   // successors may no longer touch the instance.
@@ -300,59 +295,6 @@ void GraphRunner::grant_join(GraphJoin* join, TaskList& ready, const void* compl
     made_ready(op, ready, completed);
   }
   retire_instance(instance);  // the join is done: the instance (and its plan) may go once the ops are
-}
-
-bool GraphRunner::take_tokens(GraphOp& op, const GraphPlan::Op& planned, TaskList& ready) noexcept {
-  GroupToken* const tokens = op.instance->tokens.get();
-  const std::uint32_t* const indices = op.instance->plan.tokens(planned);
-  const std::uint32_t count = planned.tokens.end - planned.tokens.begin;
-  std::uint32_t i = 0;
-  while (i < count) {
-    GroupToken& token = tokens[indices[i]];
-    token.lock.lock();
-    const bool taken = token.holder == nullptr || token.holder == &op;  // its own: handed to it while it was parked
-    if (taken) token.holder = &op;
-    token.lock.unlock();
-    if (taken) {
-      ++i;
-      continue;
-    }
-    // As a pushed member (EngineCore::take_tokens): all or none, never waiting while holding a token.
-    for (std::uint32_t k = 0; k < count; ++k) {
-      if (k != i) give_back(tokens[indices[k]], op, ready);
-    }
-    token.lock.lock();
-    const bool free = token.holder == nullptr;
-    if (free) {
-      token.holder = &op;
-    } else {
-      token.parked.push_back(&op);
-    }
-    token.lock.unlock();
-    if (!free) return false;  // parked, holding no token
-    i = 0;                    // it came free meanwhile, and is ours: the others again
-  }
-  return true;
-}
-
-// The member's writes happen before the unlock; the next member takes the token under that lock, or is handed it
-// through `ready` and the executor's queue (a release/acquire hand-off), so it sees them.
-void GraphRunner::give_back(GroupToken& token, const GraphOp& op, TaskList& ready) noexcept {
-  token.lock.lock();
-  Task* next = nullptr;
-  if (token.holder == &op) {
-    next = token.parked.pop_front();
-    token.holder = static_cast<GraphOp*>(next);  // null when nobody waits: free, for this replay and the next
-  }
-  token.lock.unlock();
-  if (next != nullptr) ready.push_back(next);
-}
-
-void GraphRunner::hand_on_tokens(GraphOp& op, const GraphPlan::Op& planned, TaskList& ready) noexcept {
-  GroupToken* const tokens = op.instance->tokens.get();
-  const std::uint32_t* index = op.instance->plan.tokens(planned);
-  for (std::uint32_t t = planned.tokens.begin; t < planned.tokens.end; ++t, ++index)
-    give_back(tokens[*index], op, ready);
 }
 
 void GraphRunner::made_ready(GraphOp& op, TaskList& ready, const void* completed) noexcept {

@@ -69,13 +69,6 @@ class GraphRunner {
   // its successors, and retires it if `retire` (graph_plan.h, Retirement).
   void complete(GraphOp* op, const GraphPlan::Op& planned, const std::exception_ptr& error, TaskList& ready,
                 bool retire) noexcept;
-  // Groups of accumulations (graph_plan.h, Groups): whether `op` holds the token of each group it is a member of,
-  // taking them all or none (false: parked on one, holding none, to be made ready again by the member that hands it
-  // on); its completion's hand-off of each to the first member parked on it; and the hand-off of one token `op` holds
-  // (or nothing if it holds none). Members handed a token go to `ready`.
-  [[nodiscard]] static bool take_tokens(GraphOp& op, const GraphPlan::Op& planned, TaskList& ready) noexcept;
-  static void hand_on_tokens(GraphOp& op, const GraphPlan::Op& planned, TaskList& ready) noexcept;
-  static void give_back(GroupToken& token, const GraphOp& op, TaskList& ready) noexcept;
   // Replayed op `op` has its last grant: to `ready`, told to the observers first (the one place a replayed op becomes
   // ready, but for those a join grants at append, which replay() tells after letting the locks go). `completed`: the
   // op (a pushed op's record or a GraphOp) whose completion on this thread made it ready, its ready time that
