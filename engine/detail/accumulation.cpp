@@ -34,8 +34,8 @@ void EngineCore::push_accumulating(OpRecord* op, VarList reads, VarList mutates,
       ++use;
       ++accumulated;
     }
-    // An op of several groups takes their tokens all or none (take_tokens()): it never waits holding one. The sorted
-    // list folds duplicates now.
+    // Tokens are taken in ascending address order (take_tokens()), so an op of several groups holds only tokens below
+    // the one it waits for, and no two ops wait for each other's. The sorted list also folds duplicates now.
     if (accumulated > 1 && !op->sort_and_fold_uses()) {
       throw Error(std::string(api) + ": a variable of the op was deleted (DeleteVariable) and may not be used again");
     }
@@ -53,24 +53,10 @@ void EngineCore::push_accumulating(OpRecord* op, VarList reads, VarList mutates,
   submit(op, api);
 }
 
-bool EngineCore::take_tokens(OpRecord* op, TaskList& ready) noexcept {
-  std::uint32_t i = 0;
-  while (i < op->num_uses) {
+bool EngineCore::take_tokens(OpRecord* op) noexcept {
+  for (std::uint32_t i = 0; i < op->num_uses; ++i) {
     VarUse& use = op->uses[i];
-    if (use.access != Access::kAccumulate || use.var->take_token_if_free(*op)) {
-      ++i;
-      continue;
-    }
-    // Another member holds it: give back every token this op holds (taken above, or handed to it while it was parked)
-    // before it waits, so that it never waits holding one (docs/accumulate.md: a member holding V1's token while it
-    // waited for V2's could wait for ever for an async holder of V2 whose Completion waits for an op on V1).
-    ReadyList handed;
-    for (std::uint32_t k = 0; k < op->num_uses; ++k) {
-      if (k != i && op->uses[k].access == Access::kAccumulate) op->uses[k].var->give_back_token(*op, handed);
-    }
-    while (OpNode* node = handed.pop_front()) route(node, ready, nullptr);  // readied before: no new ready time
-    if (!use.var->try_take_token(*op)) return false;                        // parked, holding no token
-    i = 0;  // it came free meanwhile, and is ours: the others again
+    if (use.access == Access::kAccumulate && !use.var->try_take_token(*op)) return false;
   }
   op->host_kind_ = kPushedOp;
   return true;

@@ -57,7 +57,7 @@ ParkWaiter::ParkWaiter(OpRecord* owner) noexcept : TrackerWaiter(&EngineCore::un
 // frontier then holds the signal of the member before it, which a stream member waits for on the device and a CPU
 // member on the tracker, so that members run alone on the variable on devices too (accumulation.cpp).
 void EngineCore::make_ready(OpRecord* op, TaskList& ready) noexcept {
-  if (op->host_kind_ == kAccumulatingOp && !take_tokens(op, ready)) [[unlikely]]
+  if (op->host_kind_ == kAccumulatingOp && !take_tokens(op)) [[unlikely]]
     return;
   for (std::uint32_t i = 0; i < op->num_uses; ++i) op->uses[i].var->merge_wait_signal(op->uses[i], op->requirement);
   const StreamFacet* streams = op->executor()->stream_facet();

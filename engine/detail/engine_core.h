@@ -234,9 +234,9 @@ class EngineCore final : public ExecutorHost {
     return VarUse{var.state_, op, nullptr, access, var.generation_};
   }
   // accumulation.cpp: whether `op`, an op that accumulates (host kind kAccumulatingOp), holds the token of every group
-  // it is a member of, taking them all or none; false: parked on one, holding none, to be made ready again by the
-  // member that hands that token on (var_queue.h, Groups). Members it gave tokens back to go to `ready`.
-  [[nodiscard]] bool take_tokens(OpRecord* op, TaskList& ready) noexcept;
+  // it is a member of, taking them in the order of its uses (ascending address); false: parked on one, to be run again
+  // by the member that hands that token on (var_queue.h, Groups).
+  [[nodiscard]] bool take_tokens(OpRecord* op) noexcept;
   // Out of line, as refuse_closed() alone was before it, so that the push's common path keeps its registers.
   [[gnu::cold, gnu::noinline]] void admit_at_bound(OpRecord* op, const char* api);
   void push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn, const char* api);
@@ -258,8 +258,7 @@ class EngineCore final : public ExecutorHost {
   void pass_on(OpRecord* op, TaskList* ready) noexcept {
     if (has_streams_) {
       TaskList own;
-      // The op, if ready; an op that accumulates may also hand tokens on to others as it takes its own (take_tokens()).
-      make_ready(op, ready != nullptr ? *ready : own);
+      make_ready(op, ready != nullptr ? *ready : own);  // the op, if ready (else parked)
       while (Task* task = own.pop_front()) task->executor()->submit(*task);
     } else if (ready != nullptr) {
       ready->push_back(op);

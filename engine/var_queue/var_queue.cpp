@@ -311,29 +311,18 @@ void VarQueue::open_group_locked(VarUse& first, ReadyList& ready) noexcept {
   if (head_.load(std::memory_order_relaxed) != nullptr) head_.store(nullptr, std::memory_order_relaxed);
 }
 
-bool VarQueue::take_token(OpNode& op, bool park) noexcept {
+bool VarQueue::try_take_token(OpNode& op) noexcept {
   lock_.lock();
   Group& group = group_locked();
   assert(group.pending > 0 && "a token asked for outside an open group");
   const bool taken = group.holder == nullptr || group.holder == &op;
   if (taken) {
     group.holder = &op;
-  } else if (park) {
+  } else {
     group.parked.push_back(&op);
   }
   lock_.unlock();
   return taken;
-}
-
-void VarQueue::give_back_token(const OpNode& op, ReadyList& ready) noexcept {
-  lock_.lock();
-  Group& group = group_locked();
-  if (group.holder == &op) {
-    // As in complete_member(): the lock orders what the next holder reads after what the member before it did.
-    group.holder = group.parked.pop_front();
-    if (group.holder != nullptr) ready.push_back(group.holder);
-  }
-  lock_.unlock();
 }
 
 // A member completed (or, skipped, finished): it counts as a mutation, hands the token on, and the last one closes the

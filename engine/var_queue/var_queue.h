@@ -188,15 +188,9 @@ class VarQueue {
   // member holds it: `op` is parked on the group, and the completion that hands it the token appends it to its ready
   // list, to be run again (and to call this again, which then returns true). The token is given back by complete().
   // Happens-before: everything the member before did on the variable (its completion, under lock_) happens before
-  // this returns true. Takes lock_. An op that takes the tokens of several queues must not wait for one while it holds
-  // another (the engine gives back those it holds first: take_token_if_free(), give_back_token()), or two ops could
-  // wait for each other's, or for an op that waits on the variable of one they hold (README.md, Groups, Deadlock).
-  [[nodiscard]] bool try_take_token(OpNode& op) noexcept { return take_token(op, true); }
-  // try_take_token() that never parks: false, and nothing done, if another member holds the token.
-  [[nodiscard]] bool take_token_if_free(OpNode& op) noexcept { return take_token(op, false); }
-  // Gives back the token if `op` holds it (taken, or handed to it), without completing: to the first parked member,
-  // appended to `ready` as complete() does, or free. For a member that found another of its tokens held. Takes lock_.
-  void give_back_token(const OpNode& op, ReadyList& ready) noexcept;
+  // this returns true. Takes lock_. An op that takes the tokens of several queues must take them in one global order
+  // (the engine: ascending address), holding those it took, so that no two ops wait for each other's tokens.
+  [[nodiscard]] bool try_take_token(OpNode& op) noexcept;
 
   // Makes the queue keep signals (see Signals above): required before the first complete() with a signal. Call while
   // the queue is not shared (the engine does when it makes the variable); kept across reset_idle(). Allocates once.
@@ -304,7 +298,6 @@ class VarQueue {
   // Groups (see Groups above). Each requires lock_ held, but complete_member(). Out of line: inlined into
   // append_locked() and complete(), the first two made every append and completion save registers they do not need.
   [[gnu::noinline]] bool append_member_locked(VarUse& use) noexcept;
-  bool take_token(OpNode& op, bool park) noexcept;
   void grant_first_locked(VarUse& first, ReadyList& ready) noexcept;
   [[gnu::noinline]] void open_group_locked(VarUse& first, ReadyList& ready) noexcept;
   [[gnu::noinline]] void complete_member(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;
