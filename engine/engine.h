@@ -233,8 +233,8 @@ class Engine {
   // an accumulation as a mutation). On a stream executor a member runs alone on V on the device: it is issued once the
   // member before it has been issued, and its stream waits for that member's device work (one device wait at most,
   // none when the two share a stream). Captured (Capture), an accumulation is a mutation: a replay runs a group's
-  // members in capture order. Throws Error, pushing nothing, where Push would. Cost: as Push, plus, per accumulated variable, one allocation the first time the variable is
-  // accumulated into, and one lock of it as the op starts.
+  // members in capture order. Throws Error, pushing nothing, where Push would. Cost: as Push, plus, per accumulated
+  // variable, one allocation the first time the variable is accumulated into, and one lock of it as the op starts.
   template <class F>
   void PushAccumulate(F&& fn, VarList reads, VarList mutates, VarList accumulates,
                       const PushOptions& options = detail::default_push_options()) {
