@@ -247,8 +247,8 @@ class Engine {
     finish_push(op, reads, mutates, accumulates);
   }
   // PushAccumulate for an asynchronous op (as PushAsync): its members' mutual exclusion lasts until its Completion is
-  // called. That Completion must not wait for an op that uses a variable the op accumulates into: a member that holds
-  // one variable's token while it waits for another's keeps the first, so such a wait can hang (docs/accumulate.md).
+  // called. A member waiting for its tokens holds none (it takes them all at once), so that Completion may wait for
+  // any op a mutation's Completion may wait for.
   template <class F>
   void PushAccumulateAsync(F&& fn, VarList reads, VarList mutates, VarList accumulates,
                            const PushOptions& options = detail::default_push_options()) {

@@ -34,8 +34,8 @@ void EngineCore::push_accumulating(OpRecord* op, VarList reads, VarList mutates,
       ++use;
       ++accumulated;
     }
-    // Tokens are taken in ascending address order (take_tokens()), so an op of several groups holds only tokens below
-    // the one it waits for, and no two ops wait for each other's. The sorted list also folds duplicates now.
+    // An op of several groups locks their queues in ascending address order to take their tokens (take_tokens()). The
+    // sorted list also folds duplicates now.
     if (accumulated > 1 && !op->sort_and_fold_uses()) {
       throw Error(std::string(api) + ": a variable of the op was deleted (DeleteVariable) and may not be used again");
     }
@@ -53,13 +53,46 @@ void EngineCore::push_accumulating(OpRecord* op, VarList reads, VarList mutates,
   submit(op, api);
 }
 
-bool EngineCore::take_tokens(OpRecord* op) noexcept {
-  for (std::uint32_t i = 0; i < op->num_uses; ++i) {
-    VarUse& use = op->uses[i];
-    if (use.access == Access::kAccumulate && !use.var->try_take_token(*op)) return false;
+bool EngineCore::take_tokens(OpRecord* op, TaskList& ready) noexcept {
+  VarUse* const uses = op->uses;
+  const std::uint32_t count = op->num_uses;
+  // All at once: the queues of its groups locked together, in ascending address order (its uses are sorted, see
+  // push_accumulating), then every token taken, or none. A member that parks holds no token, so the holder of a token
+  // has all of its own and runs (an async holder until its Completion): every wait ends at a running op, whatever that
+  // op's Completion waits for. (A member of one group parked first is handed the token by the completion that frees
+  // it, and finds it its own here.)
+  std::uint32_t groups = 0;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (uses[i].access != Access::kAccumulate) continue;
+    uses[i].var->lock();
+    ++groups;
   }
-  op->host_kind_ = kPushedOp;
-  return true;
+  VarQueue* held = nullptr;
+  for (std::uint32_t i = 0; i < count && held == nullptr; ++i) {
+    if (uses[i].access == Access::kAccumulate && !uses[i].var->token_free_locked(*op)) held = uses[i].var;
+  }
+  ReadyList woken;
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (uses[i].access != Access::kAccumulate) continue;
+    if (held == nullptr) {
+      uses[i].var->take_token_locked(*op);
+    } else if (OpNode* next = uses[i].var->wake_locked()) {
+      woken.push_back(next);  // it may have been woken for this free token: the wake passes on (var_queue.h)
+    }
+  }
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (uses[i].access == Access::kAccumulate && uses[i].var != held) uses[i].var->unlock();
+  }
+  if (held != nullptr) {
+    // Parked last, under the held queue's lock alone: once that lock is let go the holder's completion may wake the op,
+    // which may run, complete and be recycled, so nothing of the record is read after.
+    held->park_locked(*op, groups == 1);
+    held->unlock();
+  } else {
+    op->host_kind_ = kPushedOp;
+  }
+  while (OpNode* node = woken.pop_front()) route(node, ready, nullptr);  // readied before: no new ready time
+  return held == nullptr;
 }
 
 }  // namespace depengine::detail

@@ -41,7 +41,7 @@ void EngineCore::execute(Task& task, int worker, TaskList& ready) noexcept {
       return;
     }
     // Before the gate: a member reads and writes its variable's error under the token (op_gate.h, failed_input()).
-    if (!take_tokens(static_cast<OpRecord*>(&task))) return;  // parked on a group: the member before runs it
+    if (!take_tokens(static_cast<OpRecord*>(&task), ready)) return;  // parked on a group: the holder wakes it
   }
   OpRecord* op = static_cast<OpRecord*>(&task);
   if (stopped(op)) {  // skipped: the error passes on to what the op mutates

@@ -53,11 +53,11 @@ ParkWaiter::ParkWaiter(OpRecord* owner) noexcept : TrackerWaiter(&EngineCore::un
 
 // An op whose last grant has arrived: completes its wait frontier (promised fences already in it) and hands it on (to
 // `ready`), or parks it on the tracker when its executor cannot wait for an entry that has not completed. An op that
-// accumulates takes its groups' tokens first (or parks on a group, to come back here when handed the token): its wait
+// accumulates takes its groups' tokens first (or parks on a group, to come back here when woken): its wait
 // frontier then holds the signal of the member before it, which a stream member waits for on the device and a CPU
 // member on the tracker, so that members run alone on the variable on devices too (accumulation.cpp).
 void EngineCore::make_ready(OpRecord* op, TaskList& ready) noexcept {
-  if (op->host_kind_ == kAccumulatingOp && !take_tokens(op)) [[unlikely]]
+  if (op->host_kind_ == kAccumulatingOp && !take_tokens(op, ready)) [[unlikely]]
     return;
   for (std::uint32_t i = 0; i < op->num_uses; ++i) op->uses[i].var->merge_wait_signal(op->uses[i], op->requirement);
   const StreamFacet* streams = op->executor()->stream_facet();

@@ -234,9 +234,9 @@ class EngineCore final : public ExecutorHost {
     return VarUse{var.state_, op, nullptr, access, var.generation_};
   }
   // accumulation.cpp: whether `op`, an op that accumulates (host kind kAccumulatingOp), holds the token of every group
-  // it is a member of, taking them in the order of its uses (ascending address); false: parked on one, to be run again
-  // by the member that hands that token on (var_queue.h, Groups).
-  [[nodiscard]] bool take_tokens(OpRecord* op) noexcept;
+  // it is a member of, taking them all at once or none; false: parked on one, holding none, to be run again when its
+  // holder wakes it (var_queue.h, Groups). Members it passes a wake on to go to `ready`.
+  [[nodiscard]] bool take_tokens(OpRecord* op, TaskList& ready) noexcept;
   // Out of line, as refuse_closed() alone was before it, so that the push's common path keeps its registers.
   [[gnu::cold, gnu::noinline]] void admit_at_bound(OpRecord* op, const char* api);
   void push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn, const char* api);

@@ -15,7 +15,7 @@ struct ObservedOp {
   std::int64_t pushed_at = 0, ready_at = 0, started_at = 0;
   std::int32_t worker = -1;
   bool stream = false;   // a stream op, issued: its stream is the record's issued_at
-  bool readied = false;  // OnReady was called: an accumulation that parked on a token is routed again when handed it
+  bool readied = false;  // OnReady was called: an accumulation that parked on a token is routed again when woken
 };
 static_assert(sizeof(ObservedOp) == 40, "fits beside the async holders on the record's line 6");
 

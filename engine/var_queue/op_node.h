@@ -86,6 +86,9 @@ class OpNode {
   OpNode* ready_next_ = nullptr;
   // The owner's (the engine's): what kind of node this is. The queue ignores it.
   std::uint8_t owner_kind = 0;
+  // Set by the queue an accumulation parks on, under its lock (var_queue.h, Groups): the op waits for that group's
+  // token alone, so the completion that frees it hands it the token. In the padding before run_stamp.
+  bool parked_alone = false;
   // The owner's (the engine's): the tick of its run clock at which the op's function started, 0 while it does not run
   // (engine/detail/run_clock.h). The queue ignores it. In the padding before wait_, so it costs the node no space.
   // Atomic: a report reads it, under the lock of a queue the op is in, while the op's thread writes it.

@@ -311,18 +311,23 @@ void VarQueue::open_group_locked(VarUse& first, ReadyList& ready) noexcept {
   if (head_.load(std::memory_order_relaxed) != nullptr) head_.store(nullptr, std::memory_order_relaxed);
 }
 
-bool VarQueue::try_take_token(OpNode& op) noexcept {
-  lock_.lock();
+void VarQueue::take_token_locked(OpNode& op) noexcept {
   Group& group = group_locked();
-  assert(group.pending > 0 && "a token asked for outside an open group");
-  const bool taken = group.holder == nullptr || group.holder == &op;
-  if (taken) {
-    group.holder = &op;
-  } else {
-    group.parked.push_back(&op);
-  }
-  lock_.unlock();
-  return taken;
+  assert(group.pending > 0 && token_free_locked(op) && "a token taken outside an open group, or held");
+  group.holder = &op;
+}
+
+OpNode* VarQueue::wake_locked() noexcept { return group_locked().holder == nullptr ? wake_first_locked() : nullptr; }
+
+// The token is free: the first parked member is unparked, and handed the token if it waits for it alone (it then runs
+// as soon as it is dispatched, and members of one group run in the order they parked). A member of several groups is
+// only woken: handed V1's token while it waited for V2's, it would hold one while it waits for another (README.md,
+// Groups, Deadlock).
+OpNode* VarQueue::wake_first_locked() noexcept {
+  Group& group = group_locked();
+  OpNode* const first = group.parked.pop_front();
+  if (first != nullptr && first->parked_alone) group.holder = first;
+  return first;
 }
 
 // A member completed (or, skipped, finished): it counts as a mutation, hands the token on, and the last one closes the
@@ -338,10 +343,11 @@ void VarQueue::complete_member([[maybe_unused]] const VarUse& use, const VarSign
   // relaxed load: the token holder alone changes version_ while the group is open (no fast path runs). release store:
   // pairs with the acquire in version().
   version_.store(version_.load(std::memory_order_relaxed) + 1, std::memory_order_release);
-  // The token goes to the member that asked first; it runs once our caller hands it on. The grant of lock_ (ours is
-  // released below, after our op's writes) carries what we did to it, and so does the executor's hand-off.
-  group.holder = group.parked.pop_front();
-  if (group.holder != nullptr) ready.push_back(group.holder);
+  // The token is free again, and the member that asked first is woken (our caller hands it on), handed the token if it
+  // waits for it alone (wake_first_locked). It takes it under lock_, whose grant (ours is released below, after our
+  // op's writes) carries what we did to it.
+  group.holder = nullptr;
+  if (OpNode* woken = wake_first_locked()) ready.push_back(woken);
   if (--group.pending == 0) close_group_locked(ready);
   lock_.unlock();
 }

@@ -101,15 +101,15 @@
 // granted at append. Each member completes on the
 // slow path, under lock_; the last to complete (pending 0) closes the group: the sentinel leaves the list, the version
 // has moved on once per member, and what follows is granted as after a write. Members run one at a time: a member
-// whose other grants have all arrived takes the group's token (try_take_token()) before it runs, or parks on the group;
-// a completing member hands the token to the first parked member, which it appends to `ready`. The state lives out of
-// line (Group), made by carry_groups() for a variable that is ever accumulated into, so that other variables keep their
-// two lines; no fast path runs while a group heads the list (none starts from a member's completion, and none hands
-// over to an accumulation), so the completers' line is untouched by groups but for the version. With signals, a member
-// completes with its signal, which the group keeps until the next member completes; the engine takes a member's token
-// before it builds the member's wait frontier (merge_wait_signal()), so each member waits for the one before it. A
-// stream member completes when it is issued and hands the token on then: members on different streams are ordered on
-// the device, by one wait each at most.
+// whose other grants have all arrived takes the group's token (take_token_locked()) before it runs, or parks on the
+// group; a completing member gives the token back and wakes the first parked member, which it appends to `ready` to ask
+// again. The state lives out of line (Group), made by carry_groups() for a variable that is ever accumulated into, so
+// that other variables keep their two lines; no fast path runs while a group heads the list (none starts from a
+// member's completion, and none hands over to an accumulation), so the completers' line is untouched by groups but for
+// the version. With signals, a member completes with its signal, which the group keeps until the next member completes;
+// the engine takes a member's token before it builds the member's wait frontier (merge_wait_signal()), so each member
+// waits for the one before it. A stream member completes when it is issued and gives the token back then: members on
+// different streams are ordered on the device, by one wait each at most.
 //
 // Thread safety: lock()/append_locked() by pushing threads, complete() by completing threads, concurrently.
 // Cost: one spinlock acquisition per append and per completion (a read's without a signal: one increment, and a
@@ -183,14 +183,31 @@ class VarQueue {
   // reset_idle(); afterwards a load and a compare.
   void carry_groups();
 
-  // Called by the op of a granted accumulation of this queue, ready to run but for the group's token (see Groups
-  // above): returns true if `op` holds the token now (taken, or handed to it by the member before it); false if another
-  // member holds it: `op` is parked on the group, and the completion that hands it the token appends it to its ready
-  // list, to be run again (and to call this again, which then returns true). The token is given back by complete().
-  // Happens-before: everything the member before did on the variable (its completion, under lock_) happens before
-  // this returns true. Takes lock_. An op that takes the tokens of several queues must take them in one global order
-  // (the engine: ascending address), holding those it took, so that no two ops wait for each other's tokens.
-  [[nodiscard]] bool try_take_token(OpNode& op) noexcept;
+  // The group's token (see Groups above), asked for by the op of a granted accumulation of this queue once its other
+  // grants have all arrived, holding lock_ (lock()): if token_free_locked(), it takes it; else it parks on the group,
+  // and the holder's completion wakes the first parked member (appends it to its ready list, not holding the token),
+  // which then asks again. An op of several groups holds the lock_ of each at once (in ascending address order, as
+  // every path that holds several queue locks takes them) and takes every token or none, parking on one that is held:
+  // so a member never waits holding a token, and no two members wait for each other's (README.md, Groups, Deadlock).
+  // Happens-before: everything the member before did on the variable (its completion, under lock_) happens before the
+  // token is taken. Each requires lock_ held, and `op`'s accumulation of this queue granted.
+  // Whether `op` may take the token: free, or handed to it (below).
+  [[nodiscard]] bool token_free_locked(const OpNode& op) const noexcept {
+    const OpNode* const holder = group_locked().holder;
+    return holder == nullptr || holder == &op;
+  }
+  void take_token_locked(OpNode& op) noexcept;
+  // `alone`: `op` is a member of this group only. The completion that frees the token then hands it to `op` if `op` is
+  // the first parked member, so that such members run in the order they parked; a member of several groups is only
+  // woken, holding nothing, and takes its tokens all at once when it asks again.
+  void park_locked(OpNode& op, bool alone) noexcept {
+    op.parked_alone = alone;
+    group_locked().parked.push_back(&op);
+  }
+  // The first parked member, unparked (and handed the token if it parked alone), if the token is free: to be woken.
+  // An op that was woken for this token and parks on another instead passes the wake on with this, or the members
+  // parked behind it would wait for a token nobody holds.
+  [[nodiscard]] OpNode* wake_locked() noexcept;
 
   // Makes the queue keep signals (see Signals above): required before the first complete() with a signal. Call while
   // the queue is not shared (the engine does when it makes the variable); kept across reset_idle(). Allocates once.
@@ -301,6 +318,7 @@ class VarQueue {
   void grant_first_locked(VarUse& first, ReadyList& ready) noexcept;
   [[gnu::noinline]] void open_group_locked(VarUse& first, ReadyList& ready) noexcept;
   [[gnu::noinline]] void complete_member(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;
+  OpNode* wake_first_locked() noexcept;
   void close_group_locked(ReadyList& ready) noexcept;
   bool hand_over_when_linked(const VarUse& use, ReadyList& ready) noexcept;
   void complete_slow(const VarUse& use, const VarSignal* signal, ReadyList& ready) noexcept;
@@ -372,7 +390,7 @@ class VarQueue {
     VarUse sentinel{nullptr, nullptr, nullptr, Access::kAccumulate, 0};
     std::uint32_t pending = 0;  // members of the open group granted and not yet completed; 0: no group is open
     OpNode* holder = nullptr;   // the member that holds the token (runs alone on the variable); null: the token is free
-    ReadyList parked;           // members ready but for the token, in the order they asked for it
+    ReadyList parked;           // members ready but for the token, in the order they asked for it (holding none)
   };
   // Null until carry_groups(); then set for the queue's life. Owned.
   std::atomic<Group*> group_{nullptr};
