@@ -14,10 +14,13 @@ Engine::~Engine() { core_->shutdown(); }
 Var Engine::NewVariable() { return core_->new_variable(); }
 
 detail::OpRecord* Engine::begin_push(const PushOptions& options, bool async) {
+  return begin_push(options, async, async ? "PushAsync" : "Push");
+}
+detail::OpRecord* Engine::begin_push(const PushOptions& options, bool async, const char* api) {
   if (foreign(options.context.executor)) [[unlikely]] {
-    throw_foreign_id(options.context.executor, async ? "PushAsync" : "Push");
+    throw_foreign_id(options.context.executor, api);
   }
-  return core_->make_record(options, async);
+  return core_->make_record(options, async, api);
 }
 detail::OpFunction& Engine::function_of(detail::OpRecord* op) noexcept { return op->fn; }
 void Engine::throw_empty_function(const char* api) {

@@ -232,9 +232,10 @@ class Engine {
   // mutate, then accumulate, then read. Otherwise as Push (no_skip, scopes, fences, waits, deletion and traces treat
   // an accumulation as a mutation). On a stream executor a member runs alone on V on the device: it is issued once the
   // member before it has been issued, and its stream waits for that member's device work (one device wait at most,
-  // none when the two share a stream). Captured (Capture), an accumulation is a mutation: a replay runs a group's
-  // members in capture order. Throws Error, pushing nothing, where Push would. Cost: as Push, plus, per accumulated
-  // variable, one allocation the first time the variable is accumulated into, and one lock of it as the op starts.
+  // none when the two share a stream). Captured (Capture), a group replays as pushed: its members run alone, in the
+  // order they become ready in that replay; in a graph of stream ops, in capture order. Throws Error, pushing nothing,
+  // where Push would. Cost: as Push, plus, per accumulated variable, one allocation the first time the variable is
+  // accumulated into, and one lock of it as the op starts.
   template <class F>
   void PushAccumulate(F&& fn, VarList reads, VarList mutates, VarList accumulates,
                       const PushOptions& options = detail::default_push_options()) {
@@ -242,7 +243,7 @@ class Engine {
                   "PushAccumulate(fn, ...): fn must be callable as fn(const RunContext&) or fn(); "
                   "a function that completes later takes a Completion and is pushed with PushAccumulateAsync");
     check_not_empty(fn, "PushAccumulate");
-    detail::OpRecord* op = begin_push(options, false);
+    detail::OpRecord* op = begin_push(options, false, "PushAccumulate");
     emplace<false>(op, std::forward<F>(fn));
     finish_push(op, reads, mutates, accumulates);
   }
@@ -256,7 +257,7 @@ class Engine {
                   "PushAccumulateAsync(fn, ...): fn must be callable as fn(const RunContext&, Completion) or "
                   "fn(Completion)");
     check_not_empty(fn, "PushAccumulateAsync");
-    detail::OpRecord* op = begin_push(options, true);
+    detail::OpRecord* op = begin_push(options, true, "PushAccumulateAsync");
     emplace<true>(op, std::forward<F>(fn));
     finish_push(op, reads, mutates, accumulates);
   }
@@ -419,6 +420,8 @@ class Engine {
   // Error for an unknown context), store the function (if that throws, the record is given back), then gather the
   // variables and publish (throws Error, giving the record back, for a bad variable).
   detail::OpRecord* begin_push(const PushOptions& options, bool async);
+  // The same, its errors naming `api` (Push and PushAsync: the two-argument form).
+  detail::OpRecord* begin_push(const PushOptions& options, bool async, const char* api);
   // Throws Error for a function that is empty (a null function pointer or an empty std::function), which would
   // otherwise fail only when the op runs.
   template <class F>

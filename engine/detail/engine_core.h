@@ -94,7 +94,8 @@ class EngineCore final : public ExecutorHost {
 
   // push.cpp. Push in two halves (see Engine::begin_push): a record for the op, then its variables and publication.
   // push() gives the record back if it throws; abandon() gives back a record whose push is abandoned before that.
-  [[nodiscard]] OpRecord* make_record(const PushOptions& options, bool async);
+  // `api`: the call whose errors it throws name.
+  [[nodiscard]] OpRecord* make_record(const PushOptions& options, bool async, const char* api);
   void push(OpRecord* op, VarList reads, VarList mutates);
   // accumulation.cpp: Engine::PushAccumulate(Async): as push(), with the variables it accumulates into.
   void push_accumulating(OpRecord* op, VarList reads, VarList mutates, VarList accumulates);

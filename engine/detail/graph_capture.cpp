@@ -177,9 +177,9 @@ void GraphRunner::capture(OpRecord* op) {
       const VarUse& use = op->uses[i];
       // relaxed: an early check, as a push's; a replay checks again under the variables' locks.
       alive = state_of(use)->generation.load(std::memory_order_relaxed) == use.tag;
-      // An accumulation is captured as a mutation: a replay runs a group's members in capture order, one of the
-      // orders the group allows (docs/accumulate.md). Any order in replays is not built.
-      const bool as_mutation = use.access == Access::kAccumulate;
+      // A graph of stream ops runs its steps one after another, in capture order: an accumulation is a mutation there,
+      // in one of the orders its group allows.
+      const bool as_mutation = use.access == Access::kAccumulate && core_.has_streams();
       captured.uses.push_back({state_of(use), use.tag, as_mutation ? Access::kWrite : use.access});
     }
     if (!alive && refusal == nullptr) {

@@ -55,12 +55,15 @@ std::string two_lines(std::string_view first, std::string_view second) {
   return label;
 }
 
-// What the walk keeps per variable, in captured order (the planning rule of graph_plan.cpp, with the variables kept).
+// What the walk keeps per variable, in captured order (the planning rule of graph_plan.cpp, with the variables kept;
+// a group of accumulations stands where one write would, its members not ordered among themselves).
 struct VarWalk {
   std::uint32_t tag = 0;
-  std::int64_t last_writer = -1;
+  std::vector<std::uint32_t> last_writer;    // the last write, or every member of the last group
   std::vector<std::uint32_t> head_readers;   // reads before the first write
   std::vector<std::uint32_t> readers_since;  // reads since the last write
+  std::vector<std::uint32_t> before_group;   // what the open group's members follow
+  bool group_open = false;                   // the last use was an accumulation
 };
 
 void write_ops(const std::vector<DotOp>& ops, const std::unordered_set<const VarState*>& owned, bool always_cluster,
@@ -82,20 +85,31 @@ void write_ops(const std::vector<DotOp>& ops, const std::unordered_set<const Var
         if (vars.empty() || vars.back() != label) vars.push_back(std::move(label));
       };
       if (use.access == Access::kRead) {
-        if (walk.last_writer >= 0) {
-          edge(static_cast<std::uint32_t>(walk.last_writer));
-        } else {
-          walk.head_readers.push_back(i);
-        }
+        for (const std::uint32_t writer : walk.last_writer) edge(writer);
+        if (walk.last_writer.empty()) walk.head_readers.push_back(i);
         walk.readers_since.push_back(i);
+        walk.group_open = false;
         continue;
       }
-      if (walk.last_writer >= 0) edge(static_cast<std::uint32_t>(walk.last_writer));
+      if (use.access == Access::kAccumulate) {
+        if (!walk.group_open) {  // opens a group: its members follow what one write would
+          walk.before_group = std::move(walk.last_writer);
+          walk.before_group.insert(walk.before_group.end(), walk.readers_since.begin(), walk.readers_since.end());
+          walk.last_writer.clear();
+          walk.readers_since.clear();
+          walk.group_open = true;
+        }
+        for (const std::uint32_t before : walk.before_group) edge(before);
+        walk.last_writer.push_back(i);
+        continue;
+      }
+      for (const std::uint32_t writer : walk.last_writer) edge(writer);
       for (const std::uint32_t reader : walk.readers_since) {
         if (reader != i) edge(reader);
       }
       walk.readers_since.clear();
-      walk.last_writer = i;
+      walk.last_writer.assign(1, i);
+      walk.group_open = false;
     }
   }
 
@@ -133,10 +147,10 @@ void write_ops(const std::vector<DotOp>& ops, const std::unordered_set<const Var
           << ", shape=invhouse, style=dashed];\n";
       for (const std::uint32_t reader : walk.head_readers) out << "  in" << v << " -> op" << reader << ";\n";
     }
-    if (walk.last_writer >= 0) {
+    if (!walk.last_writer.empty()) {
       out << "  out" << v << " [label=" << dot_quoted(two_lines(label, "for after"))
           << ", shape=house, style=dashed];\n";
-      out << "  op" << walk.last_writer << " -> out" << v << ";\n";
+      for (const std::uint32_t writer : walk.last_writer) out << "  op" << writer << " -> out" << v << ";\n";
     }
   }
   out << "}\n";

@@ -10,13 +10,17 @@
 namespace depengine::detail {
 namespace {
 
-// What planning keeps per variable while it walks the captured ops in order.
+// What planning keeps per variable while it walks the captured ops in order. A writer is a write, or a group of
+// accumulations (graph_plan.h, Groups), which stands for one.
 struct VarWalk {
-  std::int64_t last_writer = -1;
-  std::int64_t first_writer = -1;
+  std::vector<std::uint32_t> last_writer;    // the last write, or every member of the last group; empty: none yet
+  std::vector<std::uint32_t> first_writer;   // the first write, or every member of the first group
   std::int64_t last_writer_use = -1;         // index into the plan's uses of the last writer's use of the variable
   std::vector<std::uint32_t> head_readers;   // reads before the first write
   std::vector<std::uint32_t> readers_since;  // reads since the last write (all reads while there was none)
+  std::vector<std::uint32_t> before_group;   // what the open group's members follow: the writer and reads before it
+  std::int64_t group = -1;                   // the open group's index: the last use was an accumulation; -1: none
+  bool first_group_open = false;             // the open group is the first writer (its members are granted by the join)
 };
 
 }  // namespace
@@ -58,29 +62,51 @@ GraphPlan::GraphPlan(std::uint32_t engine_id, std::vector<CapturedOp> captured) 
       successors[p].push_back(i);
       ++op.wait;
     };
+    const auto tokens_begin = static_cast<std::uint32_t>(tokens_.size());
     for (const CapturedOp::Use& use : from.uses) {
       VarWalk& walk = walk_of(use.var, use.tag);
+      if (use.access != Access::kAccumulate) {
+        walk.group = -1;  // a read or a write closes the open group
+        walk.first_group_open = false;
+      }
       if (use.access == Access::kRead) {
-        if (walk.last_writer >= 0) {
-          edge(walk.last_writer);
+        if (!walk.last_writer.empty()) {
+          for (const std::uint32_t writer : walk.last_writer) edge(writer);
         } else {
           walk.head_readers.push_back(i);
           ++op.wait;  // granted by the head join
         }
         walk.readers_since.push_back(i);
       } else {
-        if (walk.last_writer >= 0) edge(walk.last_writer);
-        for (std::uint32_t reader : walk.readers_since) edge(reader);
+        if (use.access == Access::kAccumulate && walk.group < 0) {  // opens a group: it follows what one write would
+          walk.before_group = walk.last_writer;
+          walk.before_group.insert(walk.before_group.end(), walk.readers_since.begin(), walk.readers_since.end());
+          walk.group = groups_++;
+          walk.first_group_open = walk.first_writer.empty();
+          walk.last_writer.clear();
+        } else if (use.access != Access::kAccumulate) {
+          for (const std::uint32_t writer : walk.last_writer) edge(writer);
+          for (const std::uint32_t reader : walk.readers_since) edge(reader);
+          walk.last_writer.clear();
+        }
+        if (use.access == Access::kAccumulate) {
+          for (const std::uint32_t before : walk.before_group) edge(before);
+          tokens_.push_back(static_cast<std::uint32_t>(walk.group));
+        }
         walk.readers_since.clear();
-        if (walk.first_writer < 0) {
-          walk.first_writer = i;
+        if (walk.first_writer.empty() || walk.first_group_open) {
+          walk.first_writer.push_back(i);
           ++op.wait;  // granted by the middle join
         }
-        walk.last_writer = i;
+        walk.last_writer.push_back(i);
         walk.last_writer_use = static_cast<std::int64_t>(uses_.size());
       }
-      uses_.push_back(Use{use.var, use.tag, use.access, use.access == Access::kWrite, from.ends_var});
+      const bool mutation = use.access == Access::kWrite || use.access == Access::kAccumulate;
+      uses_.push_back(Use{use.var, use.tag, use.access, mutation, from.ends_var});
     }
+    // Ascending: the order a member locks its tokens in (GraphRunner::take_tokens), so no two wait for each other.
+    std::sort(tokens_.begin() + tokens_begin, tokens_.end());
+    op.tokens = Range{tokens_begin, static_cast<std::uint32_t>(tokens_.size())};
     op.uses.end = static_cast<std::uint32_t>(uses_.size());
     if (op.wait == 0) roots_.push_back(i);
   }
@@ -100,9 +126,8 @@ GraphPlan::GraphPlan(std::uint32_t engine_id, std::vector<CapturedOp> captured) 
       joins_.push_back(join);
     };
     if (!walk.head_readers.empty()) add_join(Access::kRead, walk.head_readers, walk.head_readers);
-    if (walk.first_writer >= 0) {
-      add_join(Access::kWrite, {static_cast<std::uint32_t>(walk.first_writer)},
-               {static_cast<std::uint32_t>(walk.last_writer)});
+    if (!walk.first_writer.empty()) {
+      add_join(Access::kWrite, walk.first_writer, walk.last_writer);
       uses_[static_cast<std::size_t>(walk.last_writer_use)].counts_version = false;  // the middle join counts it
       if (!walk.readers_since.empty()) add_join(Access::kRead, {}, walk.readers_since);
     }
@@ -180,7 +205,8 @@ GraphInstance::GraphInstance(GraphPlan& planned_by)
     : plan(planned_by),
       ops(std::make_unique<GraphOp[]>(planned_by.size())),
       joins(std::make_unique<GraphJoin[]>(planned_by.joins().size())),
-      relays(std::make_unique<GraphRelay[]>(planned_by.relays().size())) {
+      relays(std::make_unique<GraphRelay[]>(planned_by.relays().size())),
+      tokens(std::make_unique<GroupToken[]>(planned_by.groups())) {
   for (std::size_t r = 0; r < planned_by.relays().size(); ++r) relays[r].reset_wait(planned_by.relays()[r].wait);
   for (std::uint32_t i = 0; i < planned_by.size(); ++i) {
     const GraphPlan::Op& op = planned_by.op(i);

@@ -7,12 +7,21 @@
 //   - Edges among the graph's own ops, by MXNet's rule applied once: a read of V follows the graph's last write of V
 //     before it; a write of V follows that write and every read of V since. Each op's wait count is the number of its
 //     distinct predecessors plus the joins (below) that grant it.
+//   - Groups (accumulations, Access::kAccumulate; docs/accumulate.md): consecutive accumulations of V form a group,
+//     which stands where one write would. Each member follows the write (or group) and the reads before the group,
+//     and what follows the group follows every member; members have no edges among themselves. Instead each group has
+//     a token in the instance (GroupToken): a member takes the tokens of its groups all at once, under their locks, or
+//     parks on one that is held, holding none (GraphRunner::take_tokens); a member's completion frees each and wakes
+//     the first member parked on it, handing it the token if it is a member of that group alone. So members run alone
+//     on V, in the order they become ready, as pushed members do (engine/var_queue/README.md, Groups, Deadlock).
 //   - Joins: how the graph sits in the queue of each variable it uses. Per variable, in queue order, at most three
 //     VarQueue entries, standing for the graph's uses of it as if they had been pushed one by one:
 //         head   a read entry for the reads before the graph's first write of V (all of them if it never writes V):
 //                granted with the reads pushed before it, it grants those readers; it completes when they have.
 //         middle a write entry from the first write to the last: it grants the first writer and completes when the
-//                last writer does (every use of V in between follows the first writer and precedes the last).
+//                last writer does (every use of V in between follows the first writer and precedes the last). A group
+//                stands for a writer here: every member of the first group is granted, every member of the last
+//                covered.
 //         tail   a read entry for the reads after the last write: granted when the middle one completes (the readers
 //                are granted by the last writer's completion, an edge), it holds later writers back until the readers
 //                complete, while later reads run beside them.
@@ -69,6 +78,7 @@
 #include <depengine/engine/var_queue/op_node.h>
 #include <depengine/executors/executor.h>
 #include <depengine/support/cache_line.h>
+#include <depengine/support/spinlock.h>
 
 namespace depengine::detail {
 
@@ -196,6 +206,7 @@ class GraphPlan {
     Range uses;        // into uses_
     Range successors;  // into successors_
     Range covers;      // into covered_: the joins whose pending count it takes down when it completes
+    Range tokens;      // into tokens_: the groups it is a member of (see Groups above)
     ScopeHold scope;   // PushOptions::scope's, or none: cancelled, the op completes with its error, unrun
     [[nodiscard]] std::string_view name_view() const noexcept { return named ? name.view() : std::string_view{}; }
   };
@@ -246,6 +257,9 @@ class GraphPlan {
   [[nodiscard]] const std::uint32_t* targets(const Join& join) const noexcept {
     return targets_.data() + join.targets.begin;
   }
+  [[nodiscard]] const std::uint32_t* tokens(const Op& op) const noexcept { return tokens_.data() + op.tokens.begin; }
+  // The groups of accumulations (see Groups above): an instance has a token for each.
+  [[nodiscard]] std::uint32_t groups() const noexcept { return groups_; }
   // The ops that wait for nothing (no variable, no predecessor): ready at every replay.
   [[nodiscard]] const std::vector<std::uint32_t>& roots() const noexcept { return roots_; }
   // The ops that count a replay down (see Retirement above): sinks and async ops.
@@ -276,6 +290,8 @@ class GraphPlan {
   std::vector<Relay> relays_;
   std::vector<Join> joins_;  // sorted by variable address; a variable's head, middle and tail in that order
   std::vector<std::uint32_t> targets_;
+  std::vector<std::uint32_t> tokens_;
+  std::uint32_t groups_ = 0;
   std::vector<std::uint32_t> roots_;
   std::vector<ScopeState*> scoped_;  // see scoped(); the ops' ScopeHolds keep them alive
   std::size_t retirers_ = 0;
@@ -286,8 +302,16 @@ class GraphPlan {
   std::vector<GraphInstance*> free_;                       // guarded by pool_mutex_
 };
 
-// The state of one replay: an op per planned op, a join per planned join and a relay per planned relay, reused by later
-// replays.
+// The token of a group of accumulations in one replay (see Groups above). Guarded by `lock`, which only the group's
+// members take, as they start and as they complete; free (holder null, nobody parked) between replays.
+struct GroupToken {
+  support::Spinlock lock;
+  GraphOp* holder = nullptr;  // the member running on the variable (or handed the token), or null
+  TaskList parked;            // members ready but for the token, in the order they asked for it, holding none
+};
+
+// The state of one replay: an op per planned op, a join per planned join, a relay per planned relay and a token per
+// group, reused by later replays.
 class GraphInstance {
  public:
   explicit GraphInstance(GraphPlan& plan);
@@ -296,6 +320,7 @@ class GraphInstance {
   std::unique_ptr<GraphOp[]> ops;
   std::unique_ptr<GraphJoin[]> joins;
   std::unique_ptr<GraphRelay[]> relays;
+  std::unique_ptr<GroupToken[]> tokens;
   // Set by the replaying thread before the ops can run; read by them.
   std::shared_ptr<GraphPlan> keep;  // the plan stays alive while the replay is in flight
   std::int64_t replay = 0;          // RunContext::replay

@@ -152,6 +152,9 @@ void GraphRunner::execute(GraphOp* op, int worker, TaskList& ready) noexcept {
   const std::uint32_t index = index_of(op);
   GraphPlan::Op& planned = plan.op(index);
   op->reset_wait(planned.wait);  // for the next replay: nothing grants the op again in this one
+  // A member of groups (graph_plan.h, Groups) takes their tokens before the gate, which reads its variables' errors.
+  if (planned.tokens.begin != planned.tokens.end && !take_tokens(*op, planned, ready)) [[unlikely]]
+    return;  // parked: the member that frees the token wakes it, and it comes back here
   const GraphPlan::Use* uses = plan.uses(planned);
   const std::uint32_t num_uses = planned.uses.end - planned.uses.begin;
   ScopeState* const scope = scope_of(instance, planned);
@@ -234,7 +237,7 @@ void GraphRunner::complete(GraphOp* op, const GraphPlan::Op& planned, const std:
   GraphPlan& plan = instance->plan;
   const GraphPlan::Use* uses = plan.uses(planned);
   for (std::uint32_t i = 0; i < planned.uses.end - planned.uses.begin; ++i) {
-    if (uses[i].access != Access::kWrite) continue;
+    if (uses[i].access != Access::kWrite && uses[i].access != Access::kAccumulate) continue;
     if (uses[i].clears) [[unlikely]] {  // a graph variable's end: the next replay finds it clean (graph.h)
       uses[i].var->error = nullptr;
       continue;
@@ -242,6 +245,8 @@ void GraphRunner::complete(GraphOp* op, const GraphPlan::Op& planned, const std:
     if (error != nullptr) core_.poison(uses[i].var, uses[i].tag, error, instance->owner);
     if (uses[i].counts_version) uses[i].var->count_mutation();
   }
+  if (planned.tokens.begin != planned.tokens.end) [[unlikely]]
+    hand_on_tokens(*op, planned, ready);
   // The joins first: a tail join is granted by the middle one's completion, before the readers it covers (the
   // successors below) can complete. What their queues grant is routed before our own grants, after which an op with
   // successors may no longer touch the instance.
@@ -295,6 +300,63 @@ void GraphRunner::grant_join(GraphJoin* join, TaskList& ready, const void* compl
     made_ready(op, ready, completed);
   }
   retire_instance(instance);  // the join is done: the instance (and its plan) may go once the ops are
+}
+
+// As a pushed member's (EngineCore::take_tokens): the tokens locked in ascending index order, all taken or none.
+bool GraphRunner::take_tokens(GraphOp& op, const GraphPlan::Op& planned, TaskList& ready) noexcept {
+  GroupToken* const tokens = op.instance->tokens.get();
+  const std::uint32_t* const indices = op.instance->plan.tokens(planned);
+  const std::uint32_t count = planned.tokens.end - planned.tokens.begin;
+  for (std::uint32_t i = 0; i < count; ++i) tokens[indices[i]].lock.lock();
+  GroupToken* held = nullptr;
+  for (std::uint32_t i = 0; i < count && held == nullptr; ++i) {
+    const GraphOp* const holder = tokens[indices[i]].holder;
+    if (holder != nullptr && holder != &op) held = &tokens[indices[i]];  // its own: handed to it (wake_first)
+  }
+  for (std::uint32_t i = 0; i < count; ++i) {
+    GroupToken& token = tokens[indices[i]];
+    if (held == nullptr) {
+      token.holder = &op;
+    } else if (token.holder == nullptr) {
+      // It may have been woken for this free token: the wake passes on, or those parked behind it would wait for a
+      // token nobody holds.
+      if (GraphOp* next = wake_first(token)) ready.push_back(next);
+    }
+  }
+  for (std::uint32_t i = 0; i < count; ++i) {
+    if (&tokens[indices[i]] != held) tokens[indices[i]].lock.unlock();
+  }
+  if (held == nullptr) return true;
+  // Parked last, under the held token's lock alone: once it is let go the op may be woken, run and complete, and its
+  // instance retire, so nothing of the instance or its plan is read after.
+  held->parked.push_back(&op);
+  held->lock.unlock();
+  return false;
+}
+
+// The token is free: its first parked member is unparked, and handed it if that member is in this group alone (it needs
+// nothing else, and members of one group run in the order they parked); a member of several groups is only woken.
+GraphOp* GraphRunner::wake_first(GroupToken& token) noexcept {
+  auto* const first = static_cast<GraphOp*>(token.parked.pop_front());
+  if (first != nullptr) {
+    const GraphPlan::Op& planned = first->instance->plan.op(index_of(first));
+    if (planned.tokens.end - planned.tokens.begin == 1) token.holder = first;
+  }
+  return first;
+}
+
+// The member's writes happen before the unlock; the next member takes the token under that lock, so it sees them.
+void GraphRunner::hand_on_tokens(GraphOp& op, const GraphPlan::Op& planned, TaskList& ready) noexcept {
+  GroupToken* const tokens = op.instance->tokens.get();
+  const std::uint32_t* index = op.instance->plan.tokens(planned);
+  for (std::uint32_t t = planned.tokens.begin; t < planned.tokens.end; ++t, ++index) {
+    GroupToken& token = tokens[*index];
+    token.lock.lock();
+    token.holder = nullptr;  // free, for this replay and the next, unless a member parked alone is handed it
+    GraphOp* const next = wake_first(token);
+    token.lock.unlock();
+    if (next != nullptr) ready.push_back(next);
+  }
 }
 
 void GraphRunner::made_ready(GraphOp& op, TaskList& ready, const void* completed) noexcept {

@@ -69,6 +69,14 @@ class GraphRunner {
   // its successors, and retires it if `retire` (graph_plan.h, Retirement).
   void complete(GraphOp* op, const GraphPlan::Op& planned, const std::exception_ptr& error, TaskList& ready,
                 bool retire) noexcept;
+  // Groups of accumulations (graph_plan.h, Groups): whether `op` holds the token of each group it is a member of,
+  // taking them all at once (false: parked on one, holding none, to be made ready again when its holder completes);
+  // its completion's freeing of each; and the unparking of a free token's first parked member, handed the token if it
+  // is in that group alone. Members woken go to `ready`. Each requires the token's lock held but take_tokens and
+  // hand_on_tokens, which take them.
+  [[nodiscard]] static bool take_tokens(GraphOp& op, const GraphPlan::Op& planned, TaskList& ready) noexcept;
+  static void hand_on_tokens(GraphOp& op, const GraphPlan::Op& planned, TaskList& ready) noexcept;
+  static GraphOp* wake_first(GroupToken& token) noexcept;
   // Replayed op `op` has its last grant: to `ready`, told to the observers first (the one place a replayed op becomes
   // ready, but for those a join grants at append, which replay() tells after letting the locks go). `completed`: the
   // op (a pushed op's record or a GraphOp) whose completion on this thread made it ready, its ready time that

@@ -223,7 +223,7 @@ std::vector<Config> accumulate_configs() {
     configs.push_back({factory.name, [factory] { return factory.options(); }});
   }
   const ExecutorFactory streams = host_stream_factory();
-  // Captured: a replay runs each group's members in capture order, as mutations (graph_capture.cpp).
+  // Captured: the graph's plan orders each group's members with a token of the replay's (graph_plan.h, Groups).
   for (const ExecutorFactory& factory : {inline_factory(), threadpool_factory(2)}) {
     configs.push_back(
         {factory.name + ", captured and replayed twice", [factory] { return factory.options(); }, false, 2, 2});

@@ -357,6 +357,22 @@ TEST_CASE("a member never waits holding a token: an async holder's Completion ma
   }
 }
 
+TEST_CASE("PushAccumulateAsync on a stream executor is refused, naming it and PushAccumulate",
+          "[engine][accumulate][misuse][async]") {
+  for (const auto& factory : executor_factories()) {
+    if (factory.takes_async) continue;
+    DYNAMIC_SECTION(factory.name) {
+      Engine engine(factory.options());
+      const Var v = engine.NewVariable();
+      CHECK_THROWS_WITH(engine.PushAccumulateAsync([](Completion done) { done(); }, {}, {}, {v}),
+                        Catch::Contains("PushAccumulateAsync: context names executor 0") &&
+                            Catch::Contains("push with PushAccumulate and enqueue"));
+      CHECK(engine.InFlight() == 0);
+      CHECK(engine.Version(v) == 0);
+    }
+  }
+}
+
 TEST_CASE("a variable both mutated and accumulated is mutated: it splits the group", "[engine][accumulate]") {
   for (const auto& factory : cpu_factories()) {
     DYNAMIC_SECTION(factory.name) {
@@ -495,14 +511,18 @@ TEST_CASE("on streams, a member that fails on the device poisons the variable an
   CHECK(added.load(std::memory_order_relaxed) == 0);
 }
 
-TEST_CASE("a captured group replays in capture order, as mutations, between the uses around it",
+TEST_CASE("a captured group replays: members alone, in the order they become ready, between the uses around it",
           "[engine][accumulate][graph]") {
   for (const auto& factory : cpu_factories()) {
     DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("a replayed group on " + factory.name);
       constexpr int kMembers = 6;
       Engine engine(factory.options());
       const Var sum = engine.NewVariable();
+      std::vector<Var> gates;
+      for (int k = 0; k < kMembers; ++k) gates.push_back(engine.NewVariable());
       Log log;
+      std::atomic<int> busy{0}, overlaps{0};
       std::uint64_t total = 0, seen = 0;
       const Graph graph = engine.Capture([&] {
         engine.Push(
@@ -514,10 +534,12 @@ TEST_CASE("a captured group replays in capture order, as mutations, between the 
         for (int k = 0; k < kMembers; ++k) {
           engine.PushAccumulate(
               [&, k] {
+                if (busy.exchange(1, std::memory_order_relaxed) != 0) overlaps.fetch_add(1, std::memory_order_relaxed);
                 log.add(member(k));
                 total += static_cast<std::uint64_t>(k + 1);
+                if (busy.exchange(0, std::memory_order_relaxed) != 1) overlaps.fetch_add(1, std::memory_order_relaxed);
               },
-              {}, {}, {sum});
+              {gates[static_cast<std::size_t>(k)]}, {}, {sum});
         }
         engine.Push(
             [&] {
@@ -527,17 +549,25 @@ TEST_CASE("a captured group replays in capture order, as mutations, between the 
             {sum}, {});
       });
       for (int replay = 1; replay <= 3; ++replay) {
+        HeldOp hold(engine, {}, {gates[0]});  // the member captured first becomes ready last
         engine.Replay(graph);
+        CHECK(
+            wait_until([&] { return log.entries().size() >= static_cast<std::size_t>(replay * (kMembers + 2) - 2); }));
+        CHECK(hold.release());
         CHECK_NOTHROW(engine.WaitForAll());
         const std::vector<std::string> entries = log.entries();
         REQUIRE(entries.size() == static_cast<std::size_t>(replay * (kMembers + 2)));
-        auto at = entries.end() - (kMembers + 2);
-        CHECK(*at++ == "W");
-        for (int k = 0; k < kMembers; ++k) CHECK(*at++ == member(k));  // capture order
-        CHECK(*at == "R");
+        const auto first = entries.end() - (kMembers + 2);
+        CHECK(*first == "W");
+        CHECK(*(entries.end() - 2) == member(0));  // ready last, ran last: not in capture order
+        CHECK(entries.back() == "R");
+        std::vector<std::string> members(first + 1, entries.end() - 1);
+        std::sort(members.begin(), members.end());
+        for (int k = 0; k < kMembers; ++k) CHECK(members[static_cast<std::size_t>(k)] == member(k));
         CHECK(seen == static_cast<std::uint64_t>(kMembers * (kMembers + 1) / 2));
         CHECK(engine.Version(sum) == static_cast<std::uint64_t>(replay * (kMembers + 1)));
       }
+      CHECK(overlaps.load(std::memory_order_relaxed) == 0);
     }
   }
 }
@@ -563,7 +593,7 @@ TEST_CASE("a replayed member that throws poisons the variable, and the members a
       CHECK_THROWS_WITH(engine.WaitForVar(sum), Catch::Contains("member 3 failed"));
       const std::vector<std::string> entries = log.entries();
       REQUIRE(!entries.empty());
-      CHECK(entries.back() == member(3));  // the members after it in capture order were skipped
+      CHECK(entries.back() == member(3));  // whichever ran before it, none ran after it
       CHECK(engine.Version(sum) == 8);     // each member a mutation, skipped or not, as when pushed
     }
   }

@@ -130,6 +130,27 @@ TEST_CASE("a graph's own variables are no boundary, and unnamed ops are numbered
   CHECK(parsed.edge_label("v0\\nfrom before", "op 0").empty());
 }
 
+TEST_CASE("a captured group's members are drawn unordered among themselves", "[engine][graph][dot][accumulate]") {
+  Engine engine(inline_factory().options());
+  const Var sum = engine.NewVariable();  // v0
+  const Graph step = engine.Capture([&] {
+    engine.Push([] {}, {}, {sum}, {.name = "zero"});
+    engine.PushAccumulate([] {}, {}, {}, {sum}, {.name = "add 1"});
+    engine.PushAccumulate([] {}, {}, {}, {sum}, {.name = "add 2"});
+    engine.Push([] {}, {sum}, {}, {.name = "use"});
+  });
+  const std::string dot = dot_of(step);
+  CAPTURE(dot);
+  const ParsedDot parsed = parse_dot(dot);
+  CHECK(parsed.edge_label("zero", "add 1") == "v0");
+  CHECK(parsed.edge_label("zero", "add 2") == "v0");
+  CHECK(parsed.edge_label("add 1", "add 2") == "(none)");  // a group: any order
+  CHECK(parsed.edge_label("add 1", "use") == "v0");
+  CHECK(parsed.edge_label("add 2", "use") == "v0");
+  // Those four, and one from each member to v0's node for after the graph: a later use follows both.
+  CHECK(parsed.edges.size() == 6);
+}
+
 TEST_CASE("a graph of stream ops is drawn in one cluster for its stream", "[engine][graph][dot][streams]") {
   Engine engine(host_stream_factory().options());
   const Var a = engine.NewVariable(), b = engine.NewVariable();
