@@ -14,13 +14,18 @@ Engine::~Engine() { core_->shutdown(); }
 Var Engine::NewVariable() { return core_->new_variable(); }
 
 detail::OpRecord* Engine::begin_push(const PushOptions& options, bool async) {
-  return begin_push(options, async, async ? "PushAsync" : "Push");
+  if (foreign(options.context.executor)) [[unlikely]] {
+    throw_foreign_id(options.context.executor, async ? "PushAsync" : "Push");
+  }
+  return core_->make_record(options, async);
 }
+// PushAccumulate's: its errors name it. Kept apart from the above, whose every push would pass the name along.
 detail::OpRecord* Engine::begin_push(const PushOptions& options, bool async, const char* api) {
   if (foreign(options.context.executor)) [[unlikely]] {
     throw_foreign_id(options.context.executor, api);
   }
-  return core_->make_record(options, async, api);
+  if (async) core_->refuse_async_on_streams(options, api);
+  return core_->make_record(options, async);
 }
 detail::OpFunction& Engine::function_of(detail::OpRecord* op) noexcept { return op->fn; }
 void Engine::throw_empty_function(const char* api) {

@@ -94,8 +94,10 @@ class EngineCore final : public ExecutorHost {
 
   // push.cpp. Push in two halves (see Engine::begin_push): a record for the op, then its variables and publication.
   // push() gives the record back if it throws; abandon() gives back a record whose push is abandoned before that.
-  // `api`: the call whose errors it throws name.
-  [[nodiscard]] OpRecord* make_record(const PushOptions& options, bool async, const char* api);
+  // refuse_async_on_streams() throws, naming `api`, if `options` place an async op on a stream executor: make_record()
+  // calls it for PushAsync, and PushAccumulateAsync before make_record(), so that its error names it.
+  [[nodiscard]] OpRecord* make_record(const PushOptions& options, bool async);
+  [[gnu::cold]] void refuse_async_on_streams(const PushOptions& options, std::string_view api) const;
   void push(OpRecord* op, VarList reads, VarList mutates);
   // accumulation.cpp: Engine::PushAccumulate(Async): as push(), with the variables it accumulates into.
   void push_accumulating(OpRecord* op, VarList reads, VarList mutates, VarList accumulates);

@@ -172,16 +172,18 @@ std::int32_t publish(OpRecord* op, bool self_grant) noexcept {
 
 }  // namespace
 
-OpRecord* EngineCore::make_record(const PushOptions& options, bool async, const char* api) {
+void EngineCore::refuse_async_on_streams(const PushOptions& options, std::string_view api) const {
+  const Executor& executor = executor_at(options.context.executor);
+  if (!executor.issues_ahead()) return;
+  const std::string_view sync = api.substr(0, api.size() - (api.ends_with("Async") ? 5 : 0));  // PushAsync: Push
+  throw Error(std::string(api) + ": context names executor " + std::to_string(options.context.executor) + " (" +
+              std::string(executor.name()) + "), a stream executor, whose ops complete when their device work does; " +
+              "push with " + std::string(sync) + " and enqueue the work on RunContext::stream");
+}
+
+OpRecord* EngineCore::make_record(const PushOptions& options, bool async) {
   Executor* executor = &executor_at(options.context.executor);
-  if (async && executor->issues_ahead()) {
-    const std::string_view name(api);
-    const std::string_view sync = name.substr(0, name.size() - (name.ends_with("Async") ? 5 : 0));  // PushAsync: Push
-    throw Error(std::string(name) + ": context names executor " + std::to_string(options.context.executor) + " (" +
-                std::string(executor->name()) +
-                "), a stream executor, whose ops complete when their device work does; " + "push with " +
-                std::string(sync) + " and enqueue the work on RunContext::stream");
-  }
+  if (async && executor->issues_ahead()) refuse_async_on_streams(options, "PushAsync");
   check_fences(options.wait_fences, "wait_fences");
   check_fences(options.signal_fences, "signal_fences");
   if (has_streams_ && executor->issues_ahead()) {
@@ -327,7 +329,7 @@ void EngineCore::push_deletion(VarState* var, std::uint32_t generation, OpFuncti
 
 OpRecord* EngineCore::deletion_record(VarState* var, std::uint32_t generation, OpFunction deleter,
                                       const PushOptions& options) {
-  OpRecord* op = make_record(options, false, "DeleteVariable");
+  OpRecord* op = make_record(options, false);
   op->no_skip = true;  // the deleter runs whatever error the variable carries
   op->deletes_var = true;
   op->reserve_uses(1);
