@@ -9,13 +9,14 @@
 
 namespace depengine::detail {
 
-void ErrorLog::raise(const std::exception_ptr& error, std::string_view op, std::uint64_t owner) noexcept {
+void ErrorLog::raise(const std::exception_ptr& error, std::string_view op, std::uint64_t owner, bool issued) noexcept {
   std::lock_guard lock(mutex_);
   const std::size_t recent = std::min(unreported_.size(), kRecentDuplicates);
   if (std::any_of(unreported_.end() - static_cast<std::ptrdiff_t>(recent), unreported_.end(),
                   [&](const Entry& entry) { return entry.error == error; })) {
     return;
   }
+  if (issued && std::find(reported_.begin(), reported_.end(), error) != reported_.end()) return;
   try {
     unreported_.push_back(Entry{error, std::string(op), owner});
   } catch (...) {  // out of memory: the error still travels with its variables, and a WaitForVar reports it
@@ -39,8 +40,18 @@ void ErrorLog::remember_locked(Entry&& entry) noexcept {
   if (recent_.size() > kRecent) recent_.pop_front();
 }
 
+void ErrorLog::note_reported_locked(const std::exception_ptr& error) noexcept {
+  try {
+    reported_.push_back(error);
+  } catch (...) {  // out of memory: a late raise of this error (see raise()) is reported again
+    return;
+  }
+  if (reported_.size() > kRecent) reported_.pop_front();
+}
+
 void ErrorLog::reported(const std::exception_ptr& error, const Var& var) noexcept {
   std::lock_guard lock(mutex_);
+  note_reported_locked(error);
   const auto match = [&](const Entry& entry) { return entry.error == error; };
   // Not found when reported before (a skipped op passed the error on to this variable).
   if (const auto it = std::find_if(unreported_.begin(), unreported_.end(), match); it != unreported_.end()) {
@@ -56,6 +67,7 @@ ErrorLog::Taken ErrorLog::take(std::uint64_t owner) noexcept {
   Taken taken;
   if (!unreported_.empty()) {
     taken.first = unreported_.front().error;
+    note_reported_locked(taken.first);
     try {
       remember_locked(Entry(unreported_.front()));  // a copy: the partition below moves the entry out
     } catch (...) {                                 // out of memory copying its name: op_of() will not name this one

@@ -19,7 +19,11 @@
 // The sink is EngineOptions::error_sink, or by default a line on stderr for each of the first kStderrLines errors and
 // one line at shutdown counting the rest.
 // An error raised twice (a failed stream's error reaches every op queued on it) is kept once while it stays among the
-// last few raised, and reported() drops every copy, so a wait's report is never repeated by WaitForAll.
+// last few raised, and reported() drops every copy, so a wait's report is never repeated by WaitForAll. A failed
+// stream's error may also reach the ops behind it (skipped, passing it on to a variable that a WaitForVar reports)
+// before the stream executor reports the op whose work failed: that op was issued before the engine knew of the
+// failure, so its raise (`issued`) is the failure the wait reported, and is dropped if the error is among the last
+// kRecent reported. An op that meets a failed stream or timeline later raises it anew, and a wait reports it again.
 //
 // Thread safety: every member from any thread, under one mutex (errors are the slow path). Allocation: raise() and
 // poison() grow lists; when memory runs out the entry is dropped, which only makes a later wait report less.
@@ -65,8 +69,9 @@ class ErrorLog {
     std::vector<Poisoning> clear;   // the owner's poisonings
   };
 
-  // Records an error an op raised, unless it is one of the last few unreported ones already.
-  void raise(const std::exception_ptr& error, std::string_view op, std::uint64_t owner) noexcept;
+  // Records an error an op raised, unless it is one of the last few unreported ones already, or, `issued` (the op's
+  // device work failed: see above), one of the last reported.
+  void raise(const std::exception_ptr& error, std::string_view op, std::uint64_t owner, bool issued = false) noexcept;
   // Records that an op of `owner` attached `error` to `var`.
   void poison(const Var& var, const std::exception_ptr& error, std::uint64_t owner) noexcept;
   // A WaitForVar rethrew `error`, which it cleared from `var`.
@@ -84,16 +89,19 @@ class ErrorLog {
   static constexpr std::size_t kRecentDuplicates = 8;  // how far back raise() looks for the same error
   static constexpr std::size_t kRecent = 64;           // reported errors whose op op_of() still names
 
-  // Keeps `entry` among the recently reported (under mutex_).
+  // Keeps `entry` among the recently reported, with its op's name (under mutex_).
   void remember_locked(Entry&& entry) noexcept;
+  // Keeps `error` among the recently reported, whether its op is known or not (under mutex_).
+  void note_reported_locked(const std::exception_ptr& error) noexcept;
 
   const ErrorSink sink_;
   std::mutex sink_mutex_;    // held around calls of the sink (never concurrent); taken before mutex_, never within
   std::size_t printed_ = 0;  // errors the default sink wrote or counted; guarded by sink_mutex_
   std::mutex mutex_;
-  std::vector<Entry> unreported_;      // guarded by mutex_; in raise order
-  std::vector<Poisoning> poisonings_;  // guarded by mutex_
-  std::deque<Entry> recent_;           // the last kRecent reported, oldest first; guarded by mutex_
+  std::vector<Entry> unreported_;            // guarded by mutex_; in raise order
+  std::vector<Poisoning> poisonings_;        // guarded by mutex_
+  std::deque<Entry> recent_;                 // the last kRecent reported, oldest first; guarded by mutex_
+  std::deque<std::exception_ptr> reported_;  // the last kRecent errors waits reported, oldest first; guarded by mutex_
 };
 
 }  // namespace depengine::detail

@@ -78,8 +78,9 @@ void EngineCore::complete_issued(Task& task, std::exception_ptr error) noexcept 
   if (error != nullptr) {
     // The variables it mutates were released at issue and may be in use, so the error is not attached to them here:
     // it reaches their later users through the failed axis on the tracker (take_input_error). Recorded for
-    // WaitForAll, whose clearing op on each of them then finds it the same way.
-    errors().raise(error, op->name_view(), op->owner);
+    // WaitForAll, whose clearing op on each of them then finds it the same way; unless a wait reported it already,
+    // having got it from an op it reached first (error_log.h).
+    errors().raise(error, op->name_view(), op->owner, /*issued=*/true);
     for (std::uint32_t i = 0; i < op->num_uses; ++i) {
       const VarUse& use = op->uses[i];
       if ((use.access == Access::kWrite || use.access == Access::kAccumulate) && !op->deletes_var) {
