@@ -261,7 +261,8 @@ class EngineCore final : public ExecutorHost {
   void pass_on(OpRecord* op, TaskList* ready) noexcept {
     if (has_streams_) {
       TaskList own;
-      make_ready(op, ready != nullptr ? *ready : own);  // the op, if ready (else parked)
+      // The op, if ready (else parked), and any member whose wake its taking of tokens passed on (accumulation.cpp).
+      make_ready(op, ready != nullptr ? *ready : own);
       while (Task* task = own.pop_front()) task->executor()->submit(*task);
     } else if (ready != nullptr) {
       ready->push_back(op);
