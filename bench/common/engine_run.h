@@ -5,6 +5,8 @@
 // before the timed part.
 #pragma once
 
+#include <cstdint>
+
 #include <depengine/engine/engine.h>
 
 #include "bench/common/workloads.h"
@@ -15,6 +17,12 @@ namespace depengine::bench {
 // mutate lists, and returns the ns per op from the first Push to the return of WaitForAll. Deletes the variables
 // afterwards (untimed).
 double run_workload(Engine& engine, const Workload& workload);
+
+// The work of an op's body when a benchmark gives it some: `iterations` steps of a dependent integer recurrence (a
+// multiply and an add each, about 4 cycles a step, touching no memory), started from `seed`. kMicrosecondBody steps
+// take about 1 µs on this project's machines; bench_engine times the bodies alone in each run (run_serial).
+[[nodiscard]] std::uint64_t arithmetic_body(std::uint32_t iterations, std::uint64_t seed) noexcept;
+inline constexpr std::uint32_t kMicrosecondBody = 768;
 
 // run_workload, also telling which side bounds the run: the pushing thread, or the threads that run the ops.
 struct PushTiming {
@@ -27,7 +35,15 @@ struct PushTiming {
   std::size_t peak_in_flight = 0;
   static constexpr std::size_t kSampleEvery = 1024;
 };
-PushTiming run_workload_timed(Engine& engine, const Workload& workload);
+// With `body_iterations` > 0, the ops compute: each variable holds a number (on a cache line of its own), and op i
+// stores arithmetic_body(body_iterations, the sum of its reads' numbers) into the variables it mutates, as MXNet's
+// RandSum does with real arrays. Its body then reads what its inputs' writers stored, so a run is a check of the order
+// as well as a measurement: timed_run throws std::logic_error if the final numbers differ from a serial run's.
+PushTiming run_workload_timed(Engine& engine, const Workload& workload, std::uint32_t body_iterations = 0);
+
+// The same computing bodies run in push order on the calling thread, without an engine: ns per op, the floor of a run
+// of run_workload_timed with `body_iterations`.
+double run_serial(const Workload& workload, std::uint32_t body_iterations);
 
 // A step of kReplayStep ops replayed, as a training loop replays its step (engine/graph.h).
 inline constexpr std::size_t kReplayStep = 10'000;

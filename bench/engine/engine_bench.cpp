@@ -6,10 +6,17 @@
 // the pushing thread runs what it pushed while the workers are behind), pushed only; and, pushed only, the inline and
 // pool rows again with an observer that does nothing (rows "<system>-observed", engine/observer.h) and with per-name
 // statistics on (rows "<system>-statistics", engine/op_statistics.h), each with `vs_plain`, the ratio to the row
-// without observers of the same run.
+// without observers of the same run. And randsum with work in its bodies (rows "randsum-work": 2 * 10^4 ops of
+// randsum's shape, each computing about 1 µs over its inputs' numbers into its output's, checked against a serial run;
+// bench/common/engine_run.h): the bodies alone ("serial"), inline, and the pool with 1 and 2 workers, the pool's rows
+// with `speedup_vs_1_worker`, that row's ns/op over the 1-worker row's of the same run. The empty rows measure the
+// engine; these, what it leaves of two cores for work.
 //
 //   bench_engine [--runs N] [--json FILE] [--smoke]
 //   bench_engine --count WORKLOAD K     (for bench/engine/count_instructions.sh)
+//   DEPENGINE_BENCH_MAX_IN_FLIGHT=N bench_engine ...   every engine's EngineOptions::max_in_flight (default: the
+//                                                       engine's, 2^16): how far the pusher may run ahead; the
+//                                                       replayed rows are left out when N < 10^4, a replayed step
 //
 // Each run creates fresh variables, then times from the first push to the return of WaitForAll. The median over the
 // runs is reported. Two reference rows are measured in the same run, so that the figures can be read as ratios on a
@@ -26,6 +33,7 @@
 #include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -129,6 +137,18 @@ void add_transfers_per_op(std::vector<Record>& records) {
   }
 }
 
+// EngineOptions::max_in_flight from DEPENGINE_BENCH_MAX_IN_FLIGHT (see the top of this file), or 0 when it is unset.
+std::size_t max_in_flight_from_environment() {
+  const char* env = std::getenv("DEPENGINE_BENCH_MAX_IN_FLIGHT");
+  if (env == nullptr) return 0;
+  const std::string text(env);
+  if (text.empty() || text.find_first_not_of("0123456789") != std::string::npos || text.size() > 12 ||
+      std::stoull(text) == 0) {
+    throw std::invalid_argument("DEPENGINE_BENCH_MAX_IN_FLIGHT='" + text + "': expected a positive integer");
+  }
+  return static_cast<std::size_t>(std::stoull(text));
+}
+
 // What the engine of a row is told to observe.
 enum class Observing { kNothing, kEmptyObserver, kStatistics };
 
@@ -138,6 +158,7 @@ struct System {
   std::function<std::unique_ptr<Executor>()> make;
   bool replay = true;  // also measure the replayed form (-replay row)
   Observing observing = Observing::kNothing;
+  bool computes = false;  // also run randsum with work in its bodies (rows "randsum-work")
 };
 
 // An observer that does nothing and reads no times: what the events themselves cost (the ids, the record's observed
@@ -151,6 +172,21 @@ class EmptyObserver final : public Observer {
   void OnThreadStart(const ThreadEvent& /*thread*/) noexcept override {}
   void OnThreadStop(const ThreadEvent& /*thread*/) noexcept override {}
 };
+
+// Adds speedup_vs_1_worker to each threadpool row of randsum-work (see the top of this file).
+void add_speedup(std::vector<Record>& records) {
+  const Record* one = nullptr;
+  for (const Record& r : records) {
+    if (r.workload == "randsum-work" && r.system == "depengine-threadpool" && r.threads == 1) one = &r;
+  }
+  if (one == nullptr) throw std::logic_error("bench_engine: no randsum-work row for 1 worker");
+  const double one_worker_ns = one->ns_per_op;
+  for (Record& r : records) {
+    if (r.workload == "randsum-work" && r.system == "depengine-threadpool") {
+      r.metrics.push_back({"speedup_vs_1_worker", one_worker_ns / r.ns_per_op});
+    }
+  }
+}
 
 // Adds vs_plain to each observed row: its ns/op over the same system's row without observers.
 void add_vs_plain(std::vector<Record>& records) {
@@ -185,9 +221,11 @@ int main(int argc, char** argv) try {
   const Options options = parse_options(argc, argv, "[--runs N] [--json FILE] [--smoke] | --count WORKLOAD K");
   const std::vector<Workload> workloads = standard_workloads(options.smoke);
   const std::vector<System> systems = {
-      {"depengine-inline", 1, [] { return std::make_unique<InlineExecutor>(); }},
-      {"depengine-threadpool", 1, [] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}); }},
-      {"depengine-threadpool", 2, [] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 2}); }},
+      {"depengine-inline", 1, [] { return std::make_unique<InlineExecutor>(); }, true, Observing::kNothing, true},
+      {"depengine-threadpool", 1, [] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}); },
+       true, Observing::kNothing, true},
+      {"depengine-threadpool", 2, [] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 2}); },
+       true, Observing::kNothing, true},
       // Work-first (ThreadPoolOptions::work_first): the pushing thread runs what it pushed while the workers are
       // behind. A replay does not push its ops one by one, so these rows have no replayed form.
       {"depengine-work-first", 1, [] { return work_first_pool(1); }, false},
@@ -204,6 +242,10 @@ int main(int argc, char** argv) try {
        [] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 2}); }, false,
        Observing::kStatistics},
   };
+  const std::size_t max_in_flight = max_in_flight_from_environment();
+  if (max_in_flight != 0)
+    std::printf("every engine: max_in_flight %zu (DEPENGINE_BENCH_MAX_IN_FLIGHT)\n", max_in_flight);
+  const Workload randsum_work = make_randsum(options.smoke ? 256 : 20'000);
   EmptyObserver empty_observer;
   std::vector<Record> records;
   records.push_back(measure("line-transfer", "pingpong", 2, options.runs,
@@ -215,11 +257,14 @@ int main(int argc, char** argv) try {
     records.push_back(
         measure("independent", "tbb-task_group", 2, options.runs, [&] { return task_group_once(arena, tasks); }));
   }
+  records.push_back(
+      measure("randsum-work", "serial", 1, options.runs, [&] { return run_serial(randsum_work, kMicrosecondBody); }));
   for (const System& system : systems) {
     EngineOptions engine_options;
     engine_options.executors.push_back(system.make());
     if (system.observing == Observing::kEmptyObserver) engine_options.observers.push_back(&empty_observer);
     engine_options.statistics = system.observing == Observing::kStatistics;
+    if (max_in_flight != 0) engine_options.max_in_flight = max_in_flight;
     Engine engine(std::move(engine_options));
     for (const Workload& workload : workloads) {
       // The warm-up run fills the record pool and the variable table.
@@ -236,7 +281,8 @@ int main(int argc, char** argv) try {
         pushed.metrics.push_back({"peak_in_flight", median_of_runs(peak)});
       }
       records.push_back(std::move(pushed));
-      if (!system.replay) continue;
+      // A replay admits its whole step at once (Engine::Capture refuses a graph larger than max_in_flight).
+      if (!system.replay || (max_in_flight != 0 && max_in_flight < kReplayStep)) continue;
       const double push_ns = records.back().ns_per_op;
       std::vector<double> capture;
       Record replay = measure(workload.name(), system.name + "-replay", system.threads, options.runs, [&] {
@@ -248,8 +294,21 @@ int main(int argc, char** argv) try {
       replay.metrics.push_back({"vs_push", replay.ns_per_op / push_ns});
       records.push_back(std::move(replay));
     }
+    if (system.computes) {
+      std::vector<double> peak;
+      Record computed = measure("randsum-work", system.name, system.threads, options.runs, [&] {
+        const PushTiming timing = run_workload_timed(engine, randsum_work, kMicrosecondBody);
+        peak.push_back(static_cast<double>(timing.peak_in_flight));
+        return timing.ns_per_op;
+      });
+      if (system.name.find("inline") == std::string::npos) {
+        computed.metrics.push_back({"peak_in_flight", median_of_runs(peak)});
+      }
+      records.push_back(std::move(computed));
+    }
   }
   add_transfers_per_op(records);
+  add_speedup(records);
   add_vs_plain(records);
   report(options, records);
   return 0;
