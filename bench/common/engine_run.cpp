@@ -6,6 +6,7 @@
 #include <span>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <vector>
 
 namespace depengine::bench {
@@ -50,7 +51,7 @@ void delete_vars(Engine& engine, const std::vector<Var>& vars) {
 
 // run_workload, and with kSample run_workload_timed.
 template <bool kSample>
-PushTiming timed_run(Engine& engine, const Workload& workload) {
+PushTiming timed_run(Engine& engine, const Workload& workload, std::string_view system) {
   const bool computes = workload.body_iterations() > 0;
   const std::vector<Var> vars = make_vars(engine, workload);
   std::vector<Cell> cells(computes ? workload.num_vars() : 0);
@@ -68,7 +69,7 @@ PushTiming timed_run(Engine& engine, const Workload& workload) {
   engine.WaitForAll();
   const auto stop = std::chrono::steady_clock::now();
   delete_vars(engine, vars);
-  if (computes) check_against_serial("depengine", workload, cells);
+  if (computes) check_against_serial(system, workload, cells);
   timing.ns_per_op = ns_between(start, stop, workload.size());
   timing.push_ns_per_op = ns_between(start, pushed, workload.size());
   return timing;
@@ -76,9 +77,13 @@ PushTiming timed_run(Engine& engine, const Workload& workload) {
 
 }  // namespace
 
-double run_workload(Engine& engine, const Workload& workload) { return timed_run<false>(engine, workload).ns_per_op; }
+double run_workload(Engine& engine, const Workload& workload, std::string_view system) {
+  return timed_run<false>(engine, workload, system).ns_per_op;
+}
 
-PushTiming run_workload_timed(Engine& engine, const Workload& workload) { return timed_run<true>(engine, workload); }
+PushTiming run_workload_timed(Engine& engine, const Workload& workload, std::string_view system) {
+  return timed_run<true>(engine, workload, system);
+}
 
 ReplayTiming replay_workload(Engine& engine, const Workload& workload) {
   if (workload.body_iterations() > 0) {

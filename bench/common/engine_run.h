@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include <depengine/engine/engine.h>
 
@@ -18,8 +19,9 @@ namespace depengine::bench {
 // returns the ns per op from the first Push to the return of WaitForAll. Deletes the variables afterwards (untimed).
 // The bodies are empty, or, when workload.body_iterations() > 0, compute (common/op_body.h: each variable's number in
 // a Cell, op i's body compute(workload, i, cells)); the run is then also a check of the order: the final numbers are
-// compared with a serial run's (check_against_serial, untimed), which throws std::logic_error naming the variable.
-double run_workload(Engine& engine, const Workload& workload);
+// compared with a serial run's (check_against_serial, untimed), which throws std::logic_error naming `system` and the
+// variable.
+double run_workload(Engine& engine, const Workload& workload, std::string_view system = "depengine");
 
 // run_workload, also telling which side bounds the run: the pushing thread, or the threads that run the ops.
 struct PushTiming {
@@ -32,7 +34,7 @@ struct PushTiming {
   std::size_t peak_in_flight = 0;
   static constexpr std::size_t kSampleEvery = 1024;
 };
-PushTiming run_workload_timed(Engine& engine, const Workload& workload);
+PushTiming run_workload_timed(Engine& engine, const Workload& workload, std::string_view system = "depengine");
 
 // A step of kReplayStep ops replayed, as a training loop replays its step (engine/graph.h).
 inline constexpr std::size_t kReplayStep = 10'000;

@@ -25,16 +25,16 @@ void compute_all(const Workload& workload, std::span<Cell> cells) noexcept {
   for (std::size_t op = 0; op < workload.size(); ++op) compute(workload, op, cells);
 }
 
-void check_against_serial(const std::string& system, const Workload& workload, std::span<const Cell> cells) {
+void check_against_serial(std::string_view system, const Workload& workload, std::span<const Cell> cells) {
   if (cells.size() != workload.num_vars()) {
-    throw std::invalid_argument(system + ": " + std::to_string(cells.size()) + " cells for the " +
+    throw std::invalid_argument(std::string(system) + ": " + std::to_string(cells.size()) + " cells for the " +
                                 std::to_string(workload.num_vars()) + " variables of " + workload.name());
   }
   std::vector<Cell> serial(workload.num_vars());
   compute_all(workload, serial);
   for (std::size_t v = 0; v < serial.size(); ++v) {
     if (cells[v].value != serial[v].value) {
-      throw std::logic_error(system + ": " + workload.name() + " computed variable " + std::to_string(v) +
+      throw std::logic_error(std::string(system) + ": " + workload.name() + " computed variable " + std::to_string(v) +
                              " differently from a serial run: an op ran out of order");
     }
   }

@@ -13,7 +13,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <span>
-#include <string>
+#include <string_view>
 
 #include "bench/common/workloads.h"
 
@@ -40,7 +40,7 @@ void compute_all(const Workload& workload, std::span<Cell> cells) noexcept;
 // Throws std::logic_error naming `system`, the workload and the first variable whose number in `cells` (after a run
 // of `system`) differs from a serial run's: an op ran before one it depends on, or not at all. Throws
 // std::invalid_argument if `cells` does not have workload.num_vars() entries.
-void check_against_serial(const std::string& system, const Workload& workload, std::span<const Cell> cells);
+void check_against_serial(std::string_view system, const Workload& workload, std::span<const Cell> cells);
 
 // compute_all into fresh cells, timed: ns per op, the floor of any run of `workload`'s bodies on one thread.
 double run_serial(const Workload& workload);

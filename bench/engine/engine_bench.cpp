@@ -297,7 +297,7 @@ int main(int argc, char** argv) try {
     if (system.computes) {
       std::vector<double> peak;
       Record computed = measure(randsum_work.name(), system.name, system.threads, options.runs, [&] {
-        const PushTiming timing = run_workload_timed(engine, randsum_work);
+        const PushTiming timing = run_workload_timed(engine, randsum_work, system.name);
         peak.push_back(static_cast<double>(timing.peak_in_flight));
         return timing.ns_per_op;
       });

@@ -103,8 +103,9 @@ int main(int argc, char** argv) try {
     print_setting(system + "-work-first",
                   "threadpool executor, workers=1, work_first (the pushing thread runs what it "
                   "pushed while the worker is behind), pushing from the main thread");
-    for (Record& r : measure(options, workloads, system + "-work-first", kWorkers,
-                             [&](const Workload& w) { return RunTiming{run_workload(work_first, w)}; })) {
+    for (Record& r : measure(options, workloads, system + "-work-first", kWorkers, [&](const Workload& w) {
+           return RunTiming{run_workload(work_first, w, system + "-work-first")};
+         })) {
       records.push_back(std::move(r));
     }
   }
