@@ -6,23 +6,22 @@
 #pragma once
 
 #include <cstdint>
+#include <string_view>
 
 #include <depengine/engine/engine.h>
 
+#include "bench/common/op_body.h"
 #include "bench/common/workloads.h"
 
 namespace depengine::bench {
 
-// Makes fresh variables, pushes every op of `workload` from the calling thread with an empty body and its read and
-// mutate lists, and returns the ns per op from the first Push to the return of WaitForAll. Deletes the variables
-// afterwards (untimed).
-double run_workload(Engine& engine, const Workload& workload);
-
-// The work of an op's body when a benchmark gives it some: `iterations` steps of a dependent integer recurrence (a
-// multiply and an add each, about 4 cycles a step, touching no memory), started from `seed`. kMicrosecondBody steps
-// take about 1 µs on this project's machines; bench_engine times the bodies alone in each run (run_serial).
-[[nodiscard]] std::uint64_t arithmetic_body(std::uint32_t iterations, std::uint64_t seed) noexcept;
-inline constexpr std::uint32_t kMicrosecondBody = 768;
+// Makes fresh variables, pushes every op of `workload` from the calling thread with its read and mutate lists, and
+// returns the ns per op from the first Push to the return of WaitForAll. Deletes the variables afterwards (untimed).
+// The bodies are empty, or, when workload.body_iterations() > 0, compute (common/op_body.h: each variable's number in
+// a Cell, op i's body compute(workload, i, cells)); the run is then also a check of the order: the final numbers are
+// compared with a serial run's (check_against_serial, untimed), which throws std::logic_error naming `system` and the
+// variable.
+double run_workload(Engine& engine, const Workload& workload, std::string_view system = "depengine");
 
 // run_workload, also telling which side bounds the run: the pushing thread, or the threads that run the ops.
 struct PushTiming {
@@ -35,15 +34,7 @@ struct PushTiming {
   std::size_t peak_in_flight = 0;
   static constexpr std::size_t kSampleEvery = 1024;
 };
-// With `body_iterations` > 0, the ops compute: each variable holds a number (on a cache line of its own), and op i
-// stores arithmetic_body(body_iterations, the sum of its reads' numbers) into the variables it mutates, as MXNet's
-// RandSum does with real arrays. Its body then reads what its inputs' writers stored, so a run is a check of the order
-// as well as a measurement: timed_run throws std::logic_error if the final numbers differ from a serial run's.
-PushTiming run_workload_timed(Engine& engine, const Workload& workload, std::uint32_t body_iterations = 0);
-
-// The same computing bodies run in push order on the calling thread, without an engine: ns per op, the floor of a run
-// of run_workload_timed with `body_iterations`.
-double run_serial(const Workload& workload, std::uint32_t body_iterations);
+PushTiming run_workload_timed(Engine& engine, const Workload& workload, std::string_view system = "depengine");
 
 // A step of kReplayStep ops replayed, as a training loop replays its step (engine/graph.h).
 inline constexpr std::size_t kReplayStep = 10'000;
@@ -52,9 +43,10 @@ struct ReplayTiming {
   double run_ns = 0;      // per op run: from the first Replay to the return of WaitForAll
 };
 
-// Makes fresh variables, captures the first min(kReplayStep, size) ops of `workload` (as run_workload pushes them) into
-// a graph, then replays it size / step times from the calling thread and waits for all. Deletes the variables
-// afterwards (untimed).
+// Makes fresh variables, captures the first min(kReplayStep, size) ops of `workload` (as run_workload pushes them, with
+// empty bodies) into a graph, then replays it size / step times from the calling thread and waits for all. Deletes the
+// variables afterwards (untimed). Throws std::invalid_argument for a workload whose bodies compute: a replay reruns a
+// step, which a serial run of the workload's ops would not check.
 ReplayTiming replay_workload(Engine& engine, const Workload& workload);
 
 }  // namespace depengine::bench

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <random>
 
+#include "bench/common/op_body.h"
+
 namespace depengine::bench {
 
 void Workload::add(std::span<const std::uint32_t> reads, std::span<const std::uint32_t> mutates) {
@@ -56,6 +58,13 @@ Workload make_fanout(std::size_t ops, std::uint32_t readers) {
   return w;
 }
 
+Workload make_randsum_work(bool smoke) {
+  const Workload shape = make_randsum(smoke ? 256 : 20'000);
+  Workload w("randsum-work", shape.num_vars(), kMicrosecondBody);
+  for (std::size_t op = 0; op < shape.size(); ++op) w.add(shape.reads(op), shape.mutates(op));
+  return w;
+}
+
 std::vector<Workload> standard_workloads(bool smoke) {
   std::vector<Workload> all;
   if (smoke) {
@@ -69,6 +78,12 @@ std::vector<Workload> standard_workloads(bool smoke) {
     all.push_back(make_randsum());
     all.push_back(make_fanout());
   }
+  return all;
+}
+
+std::vector<Workload> comparison_workloads(bool smoke) {
+  std::vector<Workload> all = standard_workloads(smoke);
+  all.push_back(make_randsum_work(smoke));
   return all;
 }
 

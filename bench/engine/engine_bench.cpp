@@ -8,9 +8,9 @@
 // statistics on (rows "<system>-statistics", engine/op_statistics.h), each with `vs_plain`, the ratio to the row
 // without observers of the same run. And randsum with work in its bodies (rows "randsum-work": 2 * 10^4 ops of
 // randsum's shape, each computing about 1 µs over its inputs' numbers into its output's, checked against a serial run;
-// bench/common/engine_run.h): the bodies alone ("serial"), inline, and the pool with 1 and 2 workers, the pool's rows
-// with `speedup_vs_1_worker`, that row's ns/op over the 1-worker row's of the same run. The empty rows measure the
-// engine; these, what it leaves of two cores for work.
+// bench/common/op_body.h, the same bodies every system of bench/peers runs): the bodies alone ("serial"), inline, and
+// the pool with 1 and 2 workers, the pool's rows with `speedup_vs_1_worker`, that row's ns/op over the 1-worker row's
+// of the same run. The empty rows measure the engine; these, what it leaves of two cores for work.
 //
 //   bench_engine [--runs N] [--json FILE] [--smoke]
 //   bench_engine --count WORKLOAD K     (for bench/engine/count_instructions.sh)
@@ -49,6 +49,7 @@
 #include <depengine/executors/threadpool/threadpool_executor.h>
 
 #include "bench/common/engine_run.h"
+#include "bench/common/op_body.h"
 #include "bench/common/report.h"
 #include "bench/common/workloads.h"
 
@@ -245,7 +246,7 @@ int main(int argc, char** argv) try {
   const std::size_t max_in_flight = max_in_flight_from_environment();
   if (max_in_flight != 0)
     std::printf("every engine: max_in_flight %zu (DEPENGINE_BENCH_MAX_IN_FLIGHT)\n", max_in_flight);
-  const Workload randsum_work = make_randsum(options.smoke ? 256 : 20'000);
+  const Workload randsum_work = make_randsum_work(options.smoke);
   EmptyObserver empty_observer;
   std::vector<Record> records;
   records.push_back(measure("line-transfer", "pingpong", 2, options.runs,
@@ -257,8 +258,7 @@ int main(int argc, char** argv) try {
     records.push_back(
         measure("independent", "tbb-task_group", 2, options.runs, [&] { return task_group_once(arena, tasks); }));
   }
-  records.push_back(
-      measure("randsum-work", "serial", 1, options.runs, [&] { return run_serial(randsum_work, kMicrosecondBody); }));
+  records.push_back(measure(randsum_work.name(), "serial", 1, options.runs, [&] { return run_serial(randsum_work); }));
   for (const System& system : systems) {
     EngineOptions engine_options;
     engine_options.executors.push_back(system.make());
@@ -296,8 +296,8 @@ int main(int argc, char** argv) try {
     }
     if (system.computes) {
       std::vector<double> peak;
-      Record computed = measure("randsum-work", system.name, system.threads, options.runs, [&] {
-        const PushTiming timing = run_workload_timed(engine, randsum_work, kMicrosecondBody);
+      Record computed = measure(randsum_work.name(), system.name, system.threads, options.runs, [&] {
+        const PushTiming timing = run_workload_timed(engine, randsum_work, system.name);
         peak.push_back(static_cast<double>(timing.peak_in_flight));
         return timing.ns_per_op;
       });

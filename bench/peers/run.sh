@@ -3,7 +3,7 @@
 # peer, the METG harness), then runs it: the comparison table, the METG table, and with --json FILE the records.
 #
 #   bench/peers/run.sh [--build-dir DIR] [--runs N] [--json FILE] [--smoke] [--part peers|metg|all]
-#                      [--only SYSTEM,...] [--curves] [--metg-steps T] [--metg-max-us U]
+#                      [--only SYSTEM,...] [--workload NAME] [--curves] [--metg-steps T] [--metg-max-us U]
 #
 # DIR defaults to build/release (configured with the release preset if it is not yet). Everything after the build
 # directory goes to bench_peers.

@@ -24,19 +24,19 @@ PeerOptions parse_peer_options(int argc, char** argv) {
 }
 
 std::vector<Workload> selected_workloads(const PeerOptions& options) {
-  std::vector<Workload> all = standard_workloads(options.common.smoke);
+  std::vector<Workload> all = comparison_workloads(options.common.smoke);
   if (options.workload.empty()) return all;
   for (Workload& w : all) {
     if (w.name() == options.workload) return {std::move(w)};
   }
   throw std::invalid_argument("unknown workload '" + options.workload +
-                              "' (expected independent, chain, randsum or fanout)");
+                              "' (expected independent, chain, randsum, fanout or randsum-work)");
 }
 
 namespace {
 // The warm-up workload: the first kWarmupOps ops of `workload`.
 Workload prefix(const Workload& workload) {
-  Workload out(workload.name(), workload.num_vars());
+  Workload out(workload.name(), workload.num_vars(), workload.body_iterations());
   for (std::size_t op = 0; op < std::min(workload.size(), kWarmupOps); ++op) {
     out.add(workload.reads(op), workload.mutates(op));
   }

@@ -1,11 +1,15 @@
-// What every peer executable in bench/peers shares: its command line, the measuring loop over the standard workloads
-// (bench/common/workloads.h), and its records. Each peer supplies only "run this workload once and say how long it
-// took", so the systems differ in nothing but how they run the ops.
+// What every peer executable in bench/peers shares: its command line, the measuring loop over the comparison's
+// workloads (bench/common/workloads.h: the four standard ones and randsum-work), and its records. Each peer supplies
+// only "run this workload once and say how long it took", so the systems differ in nothing but how they run the ops.
 //
 //   bench_peer_<system> [--workload NAME] [--runs N] [--json FILE] [--smoke]
 //
-// --workload restricts the run to one of the four (the runner, bench_peers, starts one process per system, workload
+// --workload restricts the run to one of the five (the runner, bench_peers, starts one process per system, workload
 // and repetition so that it can alternate systems); the other options are report.h's.
+//
+// A workload whose bodies compute (Workload::body_iterations() > 0, randsum-work) runs common/op_body.h's compute() in
+// each op's body, on cells of its own per run, and every run, warm-up included, ends with check_against_serial(),
+// untimed: a system that ran an op out of order fails with std::logic_error naming itself and the variable.
 //
 // Per workload: one untimed warm-up run on its first kWarmupOps ops (enough to start every runtime's threads and warm
 // its allocator; a full-size warm-up would double the time of the slowest peers for nothing), then `runs` timed runs;
@@ -32,7 +36,7 @@ inline constexpr std::size_t kWarmupOps = std::size_t{1} << 16;
 
 struct PeerOptions {
   Options common;
-  std::string workload;  // empty: all four
+  std::string workload;  // empty: all five
 };
 
 // Parses the command line above. Throws std::invalid_argument for an unknown option or workload name.
@@ -47,7 +51,7 @@ struct RunTiming {
 };
 using RunOnce = std::function<RunTiming(const Workload&)>;
 
-// The selected workloads (all four, or the one named by --workload), at full or smoke sizes.
+// The selected workloads (all five, or the one named by --workload), at full or smoke sizes.
 std::vector<Workload> selected_workloads(const PeerOptions& options);
 
 // Measures `run_once` on each workload of `workloads` as described above and returns the records.

@@ -22,11 +22,46 @@ void print_cell(std::optional<double> value, int width) {
   }
 }
 
+std::vector<std::string> with_variants(std::vector<std::string> systems, const std::vector<std::string>& variants) {
+  systems.insert(systems.end(), variants.begin(), variants.end());
+  return systems;
+}
+
+// Each system's speedup over the serial row (serial ns/op ÷ its own), for the workloads that have one.
+void print_speedups(const std::vector<Record>& medians, const std::vector<std::string>& workloads,
+                    const std::vector<std::string>& systems, const std::string& serial) {
+  if (serial.empty()) return;
+  bool header = false;
+  for (const std::string& w : workloads) {
+    const std::optional<double> alone = find(medians, w, serial);
+    if (!alone) continue;
+    if (!header) {
+      std::printf("\nspeedup over the bodies alone (%s ns/op / the system's; 2 threads, 2.0 is the ideal)\n%-12s",
+                  serial.c_str(), "workload");
+      for (const std::string& s : systems) std::printf(" %*s", std::max(15, static_cast<int>(s.size())), s.c_str());
+      std::printf("\n");
+      header = true;
+    }
+    std::printf("%-12s", w.c_str());
+    for (const std::string& s : systems) {
+      const std::optional<double> ns = find(medians, w, s);
+      const int width = std::max(15, static_cast<int>(s.size()));
+      if (ns) {
+        std::printf(" %*.2f", width, *alone / *ns);
+      } else {
+        std::printf(" %*s", width, "-");
+      }
+    }
+    std::printf("\n");
+  }
+}
+
 }  // namespace
 
 std::vector<double> print_comparison(const std::vector<Record>& medians, const std::vector<std::string>& workloads,
                                      const std::vector<std::string>& systems, const std::string& ours,
-                                     const std::vector<std::string>& variants) {
+                                     const std::vector<std::string>& variants, const std::string& serial,
+                                     const std::vector<std::string>& computing) {
   constexpr int kColumn = 15;
   const auto width = [&](const std::string& header) { return std::max(kColumn, static_cast<int>(header.size())); };
   std::vector<std::string> mine = {ours};  // ours, then its variants: the ratio columns
@@ -34,6 +69,7 @@ std::vector<double> print_comparison(const std::vector<Record>& medians, const s
   std::printf("\nmedian ns/op (lower is better)\n%-12s", "workload");
   for (const std::string& s : systems) std::printf(" %*s", kColumn, s.c_str());
   for (const std::string& v : variants) std::printf(" %*s", width(v), v.c_str());
+  if (!serial.empty()) std::printf(" %*s", kColumn, serial.c_str());
   std::printf(" %*s", kColumn, "best peer");
   for (const std::string& m : mine) std::printf(" %*s", width(m + "/best"), (m + "/best").c_str());
   std::printf("\n");
@@ -51,12 +87,14 @@ std::vector<double> print_comparison(const std::vector<Record>& medians, const s
       }
     }
     for (const std::string& v : variants) print_cell(find(medians, w, v), width(v));
+    if (!serial.empty()) print_cell(find(medians, w, serial), kColumn);
     std::printf(" %*s", kColumn, best_name.c_str());
+    const bool targeted = std::find(computing.begin(), computing.end(), w) == computing.end();
     for (std::size_t m = 0; m < mine.size(); ++m) {
       const std::optional<double> ns = find(medians, w, mine[m]);
       if (ns && best) {
         const double ratio = *ns / *best;
-        worst[m] = std::max(worst[m], ratio);
+        if (targeted) worst[m] = std::max(worst[m], ratio);
         std::printf(" %*.2f", width(mine[m] + "/best"), ratio);
       } else {
         std::printf(" %*s", width(mine[m] + "/best"), "-");
@@ -82,6 +120,7 @@ std::vector<double> print_comparison(const std::vector<Record>& medians, const s
       std::printf("%-12s %-17s %15.1f %15.1f\n", w.c_str(), s.c_str(), *build, *run);
     }
   }
+  print_speedups(medians, workloads, with_variants(systems, variants), serial);
   return worst;
 }
 

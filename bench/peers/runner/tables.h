@@ -13,13 +13,16 @@
 namespace depengine::bench::peers {
 
 // Prints one row per workload: each system's median ns/op (records whose system is exactly the name), then each of
-// `variants` (other settings of ours, never counted as peers), the best peer (the fastest system other than `ours`),
-// and ours / best, then each variant / best. Below, the phases of systems that report them ("<system>/build",
-// "<system>/run"). Returns the largest ratio over the workloads for ours, then for each variant (0 where there is
-// none).
+// `variants` (other settings of ours, never counted as peers), then, unless `serial` is empty, the serial row (the
+// bodies alone, a reference, "-" where there is none), the best peer (the fastest system other than `ours`), and
+// ours / best, then each variant / best. Below, the phases of systems that report them ("<system>/build",
+// "<system>/run"), and for each workload with a serial figure, each system's and variant's speedup over it (serial
+// ns/op ÷ the system's). Returns the largest ratio over the workloads not in `computing` (those whose bodies do work)
+// for ours, then for each variant (0 where there is none).
 std::vector<double> print_comparison(const std::vector<Record>& medians, const std::vector<std::string>& workloads,
                                      const std::vector<std::string>& systems, const std::string& ours,
-                                     const std::vector<std::string>& variants);
+                                     const std::vector<std::string>& variants, const std::string& serial,
+                                     const std::vector<std::string>& computing);
 
 struct MetgResult {
   std::string pattern;

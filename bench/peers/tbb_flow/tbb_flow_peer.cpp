@@ -4,6 +4,9 @@
 // phases are timed separately ("tbb-flow/build", "tbb-flow/run"); "tbb-flow" is their sum, the figure comparable
 // with systems that find dependencies as ops are pushed. Destroying the graph is not timed.
 //
+// randsum-work (bodies that compute, common/op_body.h): each node's body is compute(workload, op, cells), on cells
+// made before the clock starts and checked against a serial run after it stops.
+//
 // Concurrency 2, as every system here: a task_arena of 2 slots under global_control(max_allowed_parallelism, 2); the
 // main thread builds the graph inside the arena and joins the work in wait_for_all.
 //
@@ -19,8 +22,11 @@
 #include <cstdio>
 #include <deque>
 #include <exception>
+#include <span>
+#include <string>
 #include <vector>
 
+#include "bench/common/op_body.h"
 #include "bench/peers/common/peer_main.h"
 #include "bench/peers/tbb_flow/edge_shim.h"
 
@@ -31,9 +37,12 @@ constexpr int kConcurrency = 2;
 
 using Node = tbb::flow::continue_node<tbb::flow::continue_msg>;
 
-RunTiming run_once(tbb::task_arena& arena, const Workload& workload) {
+RunTiming run_once(tbb::task_arena& arena, const std::string& system, const Workload& workload) {
   using Clock = std::chrono::steady_clock;
   Clock::time_point start, built, done;
+  const bool computes = workload.body_iterations() > 0;
+  std::vector<Cell> storage(computes ? workload.num_vars() : 0);
+  const std::span<Cell> cells(storage);
   arena.execute([&] {
     start = Clock::now();
     tbb::flow::graph graph;
@@ -41,7 +50,13 @@ RunTiming run_once(tbb::task_arena& arena, const Workload& workload) {
     std::vector<Node*> roots;
     EdgeShim shim(workload.num_vars());
     for (std::size_t op = 0; op < workload.size(); ++op) {
-      Node& node = nodes.emplace_back(graph, [](const tbb::flow::continue_msg&) { return tbb::flow::continue_msg(); });
+      Node& node = computes ? nodes.emplace_back(graph,
+                                                 [&workload, cells, op](const tbb::flow::continue_msg&) {
+                                                   compute(workload, op, cells);
+                                                   return tbb::flow::continue_msg();
+                                                 })
+                            : nodes.emplace_back(
+                                  graph, [](const tbb::flow::continue_msg&) { return tbb::flow::continue_msg(); });
       const std::span<const std::uint32_t> preds =
           shim.add(static_cast<std::uint32_t>(op), workload.reads(op), workload.mutates(op));
       for (const std::uint32_t p : preds) tbb::flow::make_edge(nodes[p], node);
@@ -53,6 +68,7 @@ RunTiming run_once(tbb::task_arena& arena, const Workload& workload) {
     done = Clock::now();
     nodes.clear();  // before the graph they belong to
   });
+  if (computes) check_against_serial(system, workload, storage);
   const double ops = static_cast<double>(workload.size());
   const double build_ns = std::chrono::duration<double, std::nano>(built - start).count() / ops;
   const double run_ns = std::chrono::duration<double, std::nano>(done - built).count() / ops;
@@ -72,8 +88,8 @@ int main(int argc, char** argv) try {
   const std::string system = "tbb-flow";
   print_setting(system, std::string("oneTBB ") + TBB_runtime_version() + ", task_arena(" +
                             std::to_string(kConcurrency) + "), continue_node, edges by EdgeShim");
-  report(options.common,
-         measure(options, workloads, system, kConcurrency, [&](const Workload& w) { return run_once(arena, w); }));
+  report(options.common, measure(options, workloads, system, kConcurrency,
+                                 [&](const Workload& w) { return run_once(arena, system, w); }));
   return 0;
 } catch (const std::exception& e) {
   std::fprintf(stderr, "bench_peer_tbb_flow: %s\n", e.what());
