@@ -1,7 +1,10 @@
 // Pictures (docs/pictures.md, "Graphs as DOT"): Graph::write_dot and Engine::InFlightReportDot, parsed back; and, where
 // Graphviz is installed, rendered by `dot -Tsvg` (the hidden tag [dot], run by the ctest engine_dot_renders).
+#include <unistd.h>
+
 #include <catch2/catch.hpp>
 #include <cstdlib>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <regex>
@@ -224,17 +227,27 @@ TEST_CASE("the in-flight report's DOT draws a fence nobody signals as a node", "
 }
 
 // Hidden: run by the ctest engine_dot_renders, which skips (SKIP_RETURN_CODE) where Graphviz's dot is not installed.
+// The files go to the temporary directory (named for this process) and are removed once read: a run from the source
+// tree leaves nothing in it.
 void render(const std::string& dot, const std::string& name) {
+  const std::filesystem::path stem =
+      std::filesystem::temp_directory_path() / ("depengine-" + name + "-" + std::to_string(::getpid()));
+  const std::string dot_path = stem.string() + ".dot", svg_path = stem.string() + ".svg";
   {
-    std::ofstream file(name + ".dot");
+    std::ofstream file(dot_path);
     file << dot;
   }
-  const std::string command = "dot -Tsvg " + name + ".dot -o " + name + ".svg";
+  const std::string command = "dot -Tsvg '" + dot_path + "' -o '" + svg_path + "'";
   CAPTURE(command);
-  REQUIRE(std::system(command.c_str()) == 0);
-  std::ifstream svg(name + ".svg");
+  const int status = std::system(command.c_str());
   std::string first;
-  std::getline(svg, first);
+  {
+    std::ifstream svg(svg_path);
+    std::getline(svg, first);
+  }
+  std::filesystem::remove(dot_path);
+  std::filesystem::remove(svg_path);
+  REQUIRE(status == 0);
   CHECK_THAT(first, Catch::Contains("<?xml"));
 }
 
