@@ -35,9 +35,11 @@
 //   work queued behind it, so they throw Error instead of hanging.
 // - Back-pressure. At most EngineOptions::max_in_flight ops are pushed and not yet completed. A push past the bound
 //   waits (running queued work meanwhile; a pool with ThreadPoolOptions::work_first may also have a push run its own
-//   op when the workers are behind). Pushes from inside a running op are exempt: the op they would wait for may
-//   be the one pushing. An async op whose Completion only the blocked pushing thread would call cannot complete, so
-//   call completions from elsewhere or raise the bound.
+//   op when the workers are behind; with EngineOptions::help_above, a push far ahead of the workers runs some of their
+//   queued ops first, without waiting). So an op may run on the thread that pushes, and must never wait for anything
+//   that thread does after its push (a lock it holds, a flag it sets later). Pushes from inside a running op are
+//   exempt: the op they would wait for may be the one pushing. An async op whose Completion only the blocked pushing
+//   thread would call cannot complete, so call completions from elsewhere or raise the bound.
 // - Deletion. DeleteVariable(v, deleter) is a mutation of v ordered after everything pushed on v before it; the
 //   deleter runs then (even if v carries an error), exactly once, and every copy of the handle is dead from the call.
 // - Fences. PushOptions::wait_fences and signal_fences order ops through user timelines as well as variables
@@ -142,6 +144,15 @@ struct EngineOptions {
   }
   // The most ops pushed and not yet completed (see Back-pressure above). At least 1.
   std::size_t max_in_flight = std::size_t{1} << 16;
+  // Helping pushes, off by default (0). Otherwise a push or replay from a thread outside every engine's ops that finds
+  // more than help_above ops in flight first runs queued ready ops on its own thread, until the count falls by a
+  // quarter of help_above or none is queued; it never waits for work (see Back-pressure above). So a pusher faster than
+  // the workers stays about help_above ops ahead of them, where what those ops touch is still in the caches, and works
+  // as one more worker meanwhile. It pays on ops of several variables that do work (1024 ran randsum with 1 us
+  // bodies in about half the time on 2 cores); on empty ops of one variable each, it costs (docs/performance.md,
+  // "Helping pushes"). Must be under max_in_flight. Ignored by engines with a stream executor: their pushing thread
+  // sets the devices' pace.
+  std::size_t help_above = 0;
   // Receives each error that no wait rethrew when the engine stops keeping it (see Errors above; errors.h). Null: one
   // line each on stderr, for the first ErrorLog::kStderrLines (16) errors, and a count of the rest at destruction.
   ErrorSink error_sink{};
@@ -179,10 +190,10 @@ struct EngineOptions {
 
 class Engine {
  public:
-  // Starts the executors. Throws Error if options has no executor, a null one, max_in_flight == 0, a stall_report_after
-  // of zero or below, a null observer, a DEPENGINE_PROFILE other than 0 and 1, a DEPENGINE_STALL_REPORT that is not a
-  // number of seconds (or off), or a DEPENGINE_ENGINE_TYPE other than NaiveEngine (every CPU executor replaced by an
-  // InlineExecutor) and ThreadedEngine (the default).
+  // Starts the executors. Throws Error if options has no executor, a null one, max_in_flight == 0, a help_above of
+  // max_in_flight or more, a stall_report_after of zero or below, a null observer, a DEPENGINE_PROFILE other than 0 and
+  // 1, a DEPENGINE_STALL_REPORT that is not a number of seconds (or off), or a DEPENGINE_ENGINE_TYPE other than
+  // NaiveEngine (every CPU executor replaced by an InlineExecutor) and ThreadedEngine (the default).
   explicit Engine(EngineOptions options);
   // Waits for every pushed op to complete, then stops the executors. Must not be called from inside an op.
   ~Engine();

@@ -83,9 +83,11 @@ class Engine:
     (every op runs on the thread that makes it ready: the debugging mode). The C++ engine's environment knobs apply:
     DEPENGINE_ENGINE_TYPE, DEPENGINE_CPU_WORKERS, DEPENGINE_TRACE, DEPENGINE_STALL_REPORT.
     error_sink: called as sink(op_name, exception) for each op error no wait raised (by default a line on stderr).
+    help_above: 0 (off) or under max_in_flight: a push that finds more ops in flight first runs queued ops on its own
+    thread (EngineOptions::help_above; docs/performance.md, "Helping pushes").
     """
     def __init__(self, *, workers: int = 0, executor: str = "threads", max_in_flight: int = 65536,
-                 trace: Optional[str] = None, error_sink: Optional[Callable[[str, BaseException], None]] = None,
+                 help_above: int = 0, trace: Optional[str] = None, error_sink: Optional[Callable[[str, BaseException], None]] = None,
                  stall_report_after: Optional[float] = None, cancel_on_destruction: bool = False) -> None: ...
     def variable(self) -> Variable: ...
     def delete_variable(self, var: Variable) -> None:

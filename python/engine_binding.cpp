@@ -40,6 +40,12 @@ EngineOptions engine_options(const EngineBinding::Settings& settings) {
   if (settings.workers < 0) throw py::value_error("Engine: workers must be 0 (the default) or more");
   if (settings.max_in_flight == 0) throw py::value_error("Engine: max_in_flight must be at least 1");
   options.max_in_flight = settings.max_in_flight;
+  if (settings.help_above >= settings.max_in_flight) {
+    throw py::value_error("Engine: help_above (" + std::to_string(settings.help_above) +
+                          ") must be under max_in_flight (" + std::to_string(settings.max_in_flight) +
+                          "); 0 turns helping off");
+  }
+  options.help_above = settings.help_above;
   if (settings.stall_report_after) {
     if (!(*settings.stall_report_after > 0)) throw py::value_error("Engine: stall_report_after must be > 0 seconds");
     options.stall_report_after =

@@ -64,6 +64,7 @@ class EngineBinding {
     int workers = 0;                   // 0: DEPENGINE_CPU_WORKERS, else the hardware threads
     std::string executor = "threads";  // "threads" (the oneTBB pool) or "inline"
     std::size_t max_in_flight = std::size_t{1} << 16;
+    std::size_t help_above = 0;                // EngineOptions::help_above; 0: off
     std::optional<std::string> trace;          // a trace file, started at once
     pybind11::object error_sink;               // None: stderr
     std::optional<double> stall_report_after;  // seconds; None: the engine's default

@@ -80,14 +80,15 @@ depengine::Var var_of(py::handle item, const char* api) {
 
 void bind_engine(py::module_& m) {
   py::class_<EngineBinding>(m, "Engine", "A dependency engine: runs pushed functions as their variables allow.")
-      .def(py::init([](int workers, std::string executor, std::size_t max_in_flight, std::optional<std::string> trace,
-                       py::object error_sink, std::optional<double> stall_report_after, bool cancel_on_destruction) {
-             return std::make_unique<EngineBinding>(EngineBinding::Settings{workers, std::move(executor), max_in_flight,
-                                                                            std::move(trace), std::move(error_sink),
-                                                                            stall_report_after, cancel_on_destruction});
+      .def(py::init([](int workers, std::string executor, std::size_t max_in_flight, std::size_t help_above,
+                       std::optional<std::string> trace, py::object error_sink,
+                       std::optional<double> stall_report_after, bool cancel_on_destruction) {
+             return std::make_unique<EngineBinding>(
+                 EngineBinding::Settings{workers, std::move(executor), max_in_flight, help_above, std::move(trace),
+                                         std::move(error_sink), stall_report_after, cancel_on_destruction});
            }),
            py::kw_only(), py::arg("workers") = 0, py::arg("executor") = "threads",
-           py::arg("max_in_flight") = std::size_t{1} << 16, py::arg("trace") = py::none(),
+           py::arg("max_in_flight") = std::size_t{1} << 16, py::arg("help_above") = 0, py::arg("trace") = py::none(),
            py::arg("error_sink") = py::none(), py::arg("stall_report_after") = py::none(),
            py::arg("cancel_on_destruction") = false)
       .def("variable", [](EngineBinding& self) { return VariableBinding{self.new_variable()}; })

@@ -3,20 +3,24 @@
 // workloads replayed (engine/graph.h): a step of the first 10^4 ops captured once, replayed until the workload's size
 // (rows "<system>-replay", with the capture's ns per op and the ratio to the pushed row of the same run, `vs_push`);
 // and the threadpool with work-first on (rows "depengine-work-first", 1 and 2 workers: ThreadPoolOptions::work_first,
-// the pushing thread runs what it pushed while the workers are behind), pushed only; and, pushed only, the inline and
+// the pushing thread runs what it pushed while the workers are behind), pushed only; and the pool with helping pushes
+// (rows "depengine-helping", 1 and 2 workers, pushed and replayed: EngineOptions::help_above = 1024, a push more than
+// that many ops ahead of the workers runs some of their queued ops first); and, pushed only, the inline and
 // pool rows again with an observer that does nothing (rows "<system>-observed", engine/observer.h) and with per-name
 // statistics on (rows "<system>-statistics", engine/op_statistics.h), each with `vs_plain`, the ratio to the row
 // without observers of the same run. And randsum with work in its bodies (rows "randsum-work": 2 * 10^4 ops of
 // randsum's shape, each computing about 1 µs over its inputs' numbers into its output's, checked against a serial run;
 // bench/common/op_body.h, the same bodies every system of bench/peers runs): the bodies alone ("serial"), inline, and
-// the pool with 1 and 2 workers, the pool's rows with `speedup_vs_1_worker`, that row's ns/op over the 1-worker row's
-// of the same run. The empty rows measure the engine; these, what it leaves of two cores for work.
+// the pool and the helping pool with 1 and 2 workers, their rows with `speedup_vs_1_worker`, that row's ns/op over the
+// same system's 1-worker row of the same run. The empty rows measure the engine; these, what it leaves of two cores for
+// work.
 //
 //   bench_engine [--runs N] [--json FILE] [--smoke]
 //   bench_engine --count WORKLOAD K     (for bench/engine/count_instructions.sh)
 //   DEPENGINE_BENCH_MAX_IN_FLIGHT=N bench_engine ...   every engine's EngineOptions::max_in_flight (default: the
 //                                                       engine's, 2^16): how far the pusher may run ahead; the
-//                                                       replayed rows are left out when N < 10^4, a replayed step
+//                                                       replayed rows are left out when N < 10^4 (a replayed
+//                                                       step of 10^4 ops would not fit)
 //
 // Each run creates fresh variables, then times from the first push to the return of WaitForAll. The median over the
 // runs is reported. Two reference rows are measured in the same run, so that the figures can be read as ratios on a
@@ -30,6 +34,7 @@
 #include <oneapi/tbb/task_arena.h>
 #include <oneapi/tbb/task_group.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -132,7 +137,9 @@ void add_transfers_per_op(std::vector<Record>& records) {
   };
   const double transfer_ns = find("line-transfer", "pingpong").ns_per_op;
   for (Record& r : records) {
-    if (r.system != "depengine-threadpool" && r.system != "depengine-work-first") continue;
+    if (r.system != "depengine-threadpool" && r.system != "depengine-work-first" && r.system != "depengine-helping") {
+      continue;
+    }
     const double inline_ns = find(r.workload, "depengine-inline").ns_per_op;
     r.metrics.push_back({"line_transfers_per_op", (r.ns_per_op - inline_ns) / transfer_ns});
   }
@@ -159,7 +166,8 @@ struct System {
   std::function<std::unique_ptr<Executor>()> make;
   bool replay = true;  // also measure the replayed form (-replay row)
   Observing observing = Observing::kNothing;
-  bool computes = false;  // also run randsum with work in its bodies (rows "randsum-work")
+  bool computes = false;       // also run randsum with work in its bodies (rows "randsum-work")
+  std::size_t help_above = 0;  // EngineOptions::help_above (0: the default, off)
 };
 
 // An observer that does nothing and reads no times: what the events themselves cost (the ids, the record's observed
@@ -174,17 +182,20 @@ class EmptyObserver final : public Observer {
   void OnThreadStop(const ThreadEvent& /*thread*/) noexcept override {}
 };
 
-// Adds speedup_vs_1_worker to each threadpool row of randsum-work (see the top of this file).
+// Adds speedup_vs_1_worker to each pool row of randsum-work (see the top of this file): over the same system's row
+// with 1 worker.
 void add_speedup(std::vector<Record>& records) {
-  const Record* one = nullptr;
-  for (const Record& r : records) {
-    if (r.workload == "randsum-work" && r.system == "depengine-threadpool" && r.threads == 1) one = &r;
-  }
-  if (one == nullptr) throw std::logic_error("bench_engine: no randsum-work row for 1 worker");
-  const double one_worker_ns = one->ns_per_op;
-  for (Record& r : records) {
-    if (r.workload == "randsum-work" && r.system == "depengine-threadpool") {
-      r.metrics.push_back({"speedup_vs_1_worker", one_worker_ns / r.ns_per_op});
+  for (const char* system : {"depengine-threadpool", "depengine-helping"}) {
+    const Record* one = nullptr;
+    for (const Record& r : records) {
+      if (r.workload == "randsum-work" && r.system == system && r.threads == 1) one = &r;
+    }
+    if (one == nullptr) throw std::logic_error(std::string("bench_engine: no randsum-work row of ") + system);
+    const double one_worker_ns = one->ns_per_op;
+    for (Record& r : records) {
+      if (r.workload == "randsum-work" && r.system == system) {
+        r.metrics.push_back({"speedup_vs_1_worker", one_worker_ns / r.ns_per_op});
+      }
     }
   }
 }
@@ -207,6 +218,10 @@ void add_vs_plain(std::vector<Record>& records) {
     }
   }
 }
+
+// The helping rows' EngineOptions::help_above: about where randsum with work in its bodies ran fastest
+// (docs/performance.md, "Helping pushes").
+constexpr std::size_t kHelpAbove = 1024;
 
 std::unique_ptr<Executor> work_first_pool(int workers) {
   return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = workers, .work_first = true});
@@ -231,6 +246,12 @@ int main(int argc, char** argv) try {
       // behind. A replay does not push its ops one by one, so these rows have no replayed form.
       {"depengine-work-first", 1, [] { return work_first_pool(1); }, false},
       {"depengine-work-first", 2, [] { return work_first_pool(2); }, false},
+      // Helping pushes (EngineOptions::help_above): a push more than 1024 ops ahead of the workers runs some of their
+      // queued ops first.
+      {"depengine-helping", 1, [] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}); },
+       true, Observing::kNothing, true, kHelpAbove},
+      {"depengine-helping", 2, [] { return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 2}); },
+       true, Observing::kNothing, true, kHelpAbove},
       // Observers (engine/observer.h): a do-nothing one, and the statistics (engine/op_statistics.h); pushed only.
       {"depengine-inline-observed", 1, [] { return std::make_unique<InlineExecutor>(); }, false,
        Observing::kEmptyObserver},
@@ -265,6 +286,10 @@ int main(int argc, char** argv) try {
     if (system.observing == Observing::kEmptyObserver) engine_options.observers.push_back(&empty_observer);
     engine_options.statistics = system.observing == Observing::kStatistics;
     if (max_in_flight != 0) engine_options.max_in_flight = max_in_flight;
+    if (system.help_above != 0) {
+      // Under the bound, which DEPENGINE_BENCH_MAX_IN_FLIGHT may have lowered: else the engine refuses it.
+      engine_options.help_above = std::min(system.help_above, engine_options.max_in_flight - 1);
+    }
     Engine engine(std::move(engine_options));
     for (const Workload& workload : workloads) {
       // The warm-up run fills the record pool and the variable table.

@@ -91,9 +91,14 @@ EngineCore::EngineCore(EngineOptions options)
       vars_(g_next_engine_id.fetch_add(1, std::memory_order_relaxed), has_streams_),  // relaxed: only uniqueness
       tracker_(TrackerOptions{.max_axes = kMaxEngineAxes}),
       diagnostics_(std::move(options.error_sink), stall_after_, vars_, in_flight_, run_clock_),
-      in_flight_(options.max_in_flight, executors_) {
+      in_flight_(options.max_in_flight, has_streams_ ? 0 : options.help_above, executors_) {
   if (executors_.empty()) throw Error("EngineOptions::executors is empty: an engine needs at least one executor");
   if (options.max_in_flight == 0) throw Error("EngineOptions::max_in_flight must be at least 1");
+  if (options.help_above >= options.max_in_flight) {
+    throw Error("EngineOptions::help_above (" + std::to_string(options.help_above) + ") must be under max_in_flight (" +
+                std::to_string(options.max_in_flight) +
+                "): a push reaches the bound before it would help; 0 turns helping off");
+  }
   std::size_t axes = 0;
   for (const auto& executor : executors_) {
     if (executor == nullptr) throw Error("EngineOptions::executors holds a null executor");

@@ -241,7 +241,7 @@ class EngineCore final : public ExecutorHost {
   // holder wakes it (var_queue.h, Groups). Members it passes a wake on to go to `ready`.
   [[nodiscard]] bool take_tokens(OpRecord* op, TaskList& ready) noexcept;
   // Out of line, as refuse_closed() alone was before it, so that the push's common path keeps its registers.
-  [[gnu::cold, gnu::noinline]] void admit_at_bound(OpRecord* op, const char* api);
+  [[gnu::cold, gnu::noinline]] void admit_slow(OpRecord* op, const char* api, InFlight::Admitted admitted);
   void push_sync_op(VarState* var, std::uint32_t generation, OpFunction fn, const char* api);
   void push_deletion(VarState* var, std::uint32_t generation, OpFunction deleter, const PushOptions& options);
 

@@ -55,6 +55,9 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
   if (plan->engine_id() != core_.vars().engine_id()) throw Error("Replay: the graph was captured by another engine");
   const std::size_t count = plan->size();
   InFlight& in_flight = core_.in_flight();
+  // As a push (EngineOptions::help_above).
+  if (t_running.engine == nullptr && in_flight.ahead()) [[unlikely]]
+    in_flight.help_while_ahead();
   if (!in_flight.admit_many(count, t_running.engine == &core_)) [[unlikely]] {
     throw Error(
         "Replay: the engine is being destroyed; only ops running in it may still push (the rest of their work)");

@@ -1,4 +1,5 @@
 #include <algorithm>
+#include <limits>
 #include <optional>
 #include <sstream>
 
@@ -31,14 +32,21 @@ std::atomic<std::uint32_t> g_threads_numbered{0};
 
 }  // namespace
 
-InFlight::InFlight(std::size_t max, std::span<const std::unique_ptr<Executor>> helpers) noexcept
-    : max_(max), low_water_(max * 3 / 4), helpers_(helpers), help_spin_([helpers] {
+InFlight::InFlight(std::size_t max, std::size_t help_above, std::span<const std::unique_ptr<Executor>> helpers) noexcept
+    : max_(max),
+      low_water_(max * 3 / 4),
+      helpers_(helpers),
+      help_spin_([helpers] {
         std::chrono::nanoseconds longest{0};
         for (const auto& executor : helpers) {
           if (executor != nullptr) longest = std::max(longest, executor->help_spin());  // null: the engine refuses it
         }
         return longest;
-      }()) {}
+      }()),
+      help_above_(help_above),
+      help_gap_(std::max<std::size_t>(help_above / 4, 1)),
+      help_low_(help_above > help_gap_ ? help_above - help_gap_ : 0),
+      help_at_(help_above != 0 ? help_above + 1 : std::numeric_limits<std::size_t>::max()) {}
 
 std::size_t InFlight::upper_bound() const noexcept {
   // seq_cst: also used as the waiters' side of the Dekker pair with leave() (see wait_at_most()).
@@ -181,6 +189,40 @@ void InFlight::wake_sleepers(std::uint64_t sleepers) noexcept {
     std::lock_guard lock(wake_mutex_);
     wake_cv_.notify_all();
   }
+}
+
+void InFlight::help_while_ahead() noexcept {
+  // relaxed throughout: as in admit_at_bound(). A stale sum overestimates the count, which costs at most one more help.
+  const auto count = [this] {
+    const std::size_t retired = retired_total(std::memory_order_relaxed);
+    retired_view_.store(retired, std::memory_order_relaxed);
+    return difference(pushed_.load(std::memory_order_relaxed), retired);
+  };
+  std::size_t in_flight = count();
+  bool helped = false;
+  if (in_flight > help_above_) {
+    // Counts again only every kHelpsPerCount helps: a count reads every retire slot, lines the workers write.
+    for (;;) {
+      std::size_t ran = 0;
+      while (ran < kHelpsPerCount && help()) ++ran;
+      helped = helped || ran != 0;
+      in_flight = count();
+      if (ran < kHelpsPerCount || in_flight <= help_low_) break;
+    }
+  }
+  // When to look again. Under the bound: not before pushes could take the count above it, and at least help_gap_
+  // pushes later. Above it, no queued work left: on the next push if this call ran some (the workers are behind, and
+  // their completions queue more), else after twice as many pushes as the last time, up to help_gap_, so that a count
+  // held up by ops that are not queued (a long chain the workers run on their own) costs a look per help_gap_ pushes.
+  std::size_t next = 1;
+  if (in_flight <= help_above_) {
+    next = std::max(help_above_ - in_flight, help_gap_);
+  } else if (!helped) {
+    next = std::min(help_backoff_.load(std::memory_order_relaxed) * 2, help_gap_);
+  }
+  // relaxed, both: hints that pushers share; a lost update costs one look more or less.
+  help_backoff_.store(in_flight > help_above_ && !helped ? next : 1, std::memory_order_relaxed);
+  help_at_.store(pushed_.load(std::memory_order_relaxed) + next, std::memory_order_relaxed);
 }
 
 bool InFlight::help() noexcept {

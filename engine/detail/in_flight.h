@@ -16,13 +16,21 @@
 // leave() and help_until() in in_flight.cpp), so no sleeper misses its level or that work. So where an executor asks
 // for it (the threadpool with ThreadPoolOptions::waiters_work), a waiting thread works as one more of its workers.
 //
+// Helping (EngineOptions::help_above): a push that finds more than help_above ops in flight runs queued work before it
+// goes on, without waiting (help_while_ahead()). A push learns whether to look from try_admit(), which compares its
+// count of pushes with help_at_, the count at which to look again, on the pushers' line; a look sums the slots. Helping
+// stops once the count has fallen by a quarter of help_above, or when no work is queued; a look that found none puts
+// the next look off, twice as far each time up to that quarter, so that a count held up by ops that are not queued (a
+// long chain its workers run on their own) costs a look per quarter of help_above pushes.
+//
 // Happens-before: when wait_at_most(level) returns, the effects of every op retired so far (everything done before its
 // leave()) are visible to the caller.
 //
 // Thread safety: every member from any thread. Cost: try_admit() (inline) is one relaxed compare-exchange on the
-// pushers' line (and, for a push from outside an op, one load of the closed flag, a line written once); leave() one
-// seq_cst increment on the calling thread's slot and one load of the sleepers' line (cached everywhere while no one
-// waits); a total (waits, a push at the bound, reports) reads kRetireSlots lines. Allocation: none.
+// pushers' line (and, for a push from outside an op, loads of the closed flag, a line written once, and of help_at_);
+// leave() one seq_cst increment on the calling thread's slot and one load of the sleepers' line (cached everywhere
+// while no one waits); a total (waits, a push at the bound, a look of helping, reports) reads kRetireSlots lines.
+// Allocation: none.
 #pragma once
 
 #include <atomic>
@@ -46,28 +54,48 @@ namespace depengine::detail {
 class InFlight {
  public:
   // `max` bounds the ops in flight (at least 1, checked by the engine); a push held back by it resumes once the count
-  // falls to 3/4 of it. `helpers` are the executors whose queued work waiting threads run; they must outlive this.
-  InFlight(std::size_t max, std::span<const std::unique_ptr<Executor>> helpers) noexcept;
+  // falls to 3/4 of it. Above `help_above` ops in flight (0: never; under `max`, checked by the engine) a push runs
+  // queued work first (help_while_ahead()). `helpers` are the executors whose queued work waiting and helping threads
+  // run; they must outlive this.
+  InFlight(std::size_t max, std::size_t help_above, std::span<const std::unique_ptr<Executor>> helpers) noexcept;
 
-  // Counts one op in and returns true, unless the bound is reached or close() was called: then counts nothing and
-  // returns false, and the caller, unless it gives up, calls admit_at_bound(). An `exempt` op (pushed from inside a
-  // running op, or by the engine itself: waiting there could deadlock) is always counted in. Never blocks. Inline: the
-  // call cost a push more than the admission itself (bench/engine/count_instructions.sh: 750 -> 737 per op).
-  [[nodiscard]] bool try_admit(bool exempt) noexcept {
+  // Whether a replay should call help_while_ahead(): true once the pushes since its last call may have taken the
+  // count above help_above (EngineOptions::help_above). A push learns the same from try_admit().
+  [[nodiscard]] bool ahead() const noexcept {
+    // relaxed, both: hints; help_while_ahead() counts for itself.
+    return pushed_.load(std::memory_order_relaxed) >= help_at_.load(std::memory_order_relaxed);
+  }
+  // Counts the ops in flight, and if there are more than help_above, runs queued work (help()) on the calling thread
+  // until the count falls by a quarter of help_above or no queued work is left; then sets the push count at which
+  // ahead() next says to look. Never waits: ops not queued (waiting for grants, or running) are left alone.
+  void help_while_ahead() noexcept;
+
+  // What try_admit() did: counted the op in; counted it in, and the pusher may be far enough ahead to help first
+  // (ahead()); or counted nothing, the bound being reached or close() called.
+  enum class Admitted : std::uint8_t { kIn, kInAhead, kAtBound };
+  // Counts one op in (kIn, or kInAhead: then the caller, a push from outside every engine's ops, calls
+  // help_while_ahead()), unless the bound is reached or close() was called: then counts nothing and returns kAtBound,
+  // and the caller, unless it gives up, calls admit_at_bound(). An `exempt` op (pushed from inside a running op, or by
+  // the engine itself: waiting there could deadlock) is always counted in, as kIn. Never blocks. Inline: the call cost
+  // a push more than the admission itself (bench/engine/count_instructions.sh: 750 -> 737 per op).
+  [[nodiscard]] Admitted try_admit(bool exempt) noexcept {
     if (exempt) {
       // relaxed: counting only; the op's publication is ordered by the variable locks.
       pushed_.fetch_add(1, std::memory_order_relaxed);
-      return true;
+      return Admitted::kIn;
     }
     if (closed_.load(std::memory_order_relaxed)) [[unlikely]]  // relaxed: see close()
-      return false;
+      return Admitted::kAtBound;
     // relaxed throughout: the bound is a count, not a hand-off. A stale view of retired_ only overestimates what is in
     // flight, so the bound is never exceeded; the compare-exchange makes concurrent pushers exact among themselves.
+    // help_at_ is a hint (see help_while_ahead()).
     std::size_t pushed = pushed_.load(std::memory_order_relaxed);
     for (;;) {
       const std::size_t retired = retired_view_.load(std::memory_order_relaxed);
-      if (pushed > retired && pushed - retired >= max_) return false;  // a view ahead of pushed_ counts as none
-      if (pushed_.compare_exchange_weak(pushed, pushed + 1, std::memory_order_relaxed)) return true;
+      if (pushed > retired && pushed - retired >= max_) return Admitted::kAtBound;  // a view ahead counts as none
+      if (pushed_.compare_exchange_weak(pushed, pushed + 1, std::memory_order_relaxed)) {
+        return pushed < help_at_.load(std::memory_order_relaxed) ? Admitted::kIn : Admitted::kInAhead;
+      }
     }
   }
   // A push that try_admit() did not count in: waits while the bound is reached, helping meanwhile, then counts one op
@@ -167,9 +195,19 @@ class InFlight {
   const std::span<const std::unique_ptr<Executor>> helpers_;
   const std::chrono::nanoseconds help_spin_;  // the longest Executor::help_spin() of helpers_
 
+  // EngineOptions::help_above (see ahead()); 0: off. Checked by the engine to be under max_.
+  const std::size_t help_above_;
+  const std::size_t help_gap_;  // a quarter of help_above_, at least 1
+  const std::size_t help_low_;  // help_while_ahead() helps until the count falls to this: help_above_ - help_gap_
+  // help_while_ahead() runs this many helps between two counts.
+  static constexpr std::size_t kHelpsPerCount = 16;
+
   // Written by pushers.
   alignas(support::kCacheLine) std::atomic<std::size_t> pushed_{0};
   std::atomic<std::size_t> retired_view_{0};  // a pusher's cached lower bound of retired_
+  // The count of pushes from which ahead() is true (help_while_ahead() moves it on); the most a size_t holds: never.
+  std::atomic<std::size_t> help_at_;
+  std::atomic<std::size_t> help_backoff_{1};  // pushes between looks while nothing is queued (help_while_ahead())
   // Written by completing threads, each in its own slot (see the header).
   static constexpr std::size_t kRetireSlots = 8;
   struct alignas(support::kCacheLine) RetireSlot {

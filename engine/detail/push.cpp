@@ -252,8 +252,14 @@ void EngineCore::gather_uses(OpRecord* op, VarList reads, VarList mutates) const
 }
 
 // A push that try_admit() did not count in: waits at the bound (named in reports meanwhile), or, once the engine's
-// destruction has begun, refuses the op.
-void EngineCore::admit_at_bound(OpRecord* op, const char* api) {
+// destruction has begun, refuses the op. Or one it counted in far ahead of the workers: from outside every engine's
+// ops (an op of another engine would run ours nested in its own), runs some of their queued work first
+// (EngineOptions::help_above).
+void EngineCore::admit_slow(OpRecord* op, const char* api, InFlight::Admitted admitted) {
+  if (admitted == InFlight::Admitted::kInAhead) {
+    if (t_running.engine == nullptr) in_flight_.help_while_ahead();
+    return;
+  }
   if (!in_flight_.admit_at_bound(api, op->name_view())) refuse_closed(op, api);
   if (observing_ != nullptr) [[unlikely]]
     observing_->admitted(*op);
@@ -261,8 +267,9 @@ void EngineCore::admit_at_bound(OpRecord* op, const char* api) {
 }
 
 void EngineCore::submit(OpRecord* op, const char* api) {
-  if (!in_flight_.try_admit(op->internal || t_running.engine == this)) [[unlikely]]
-    admit_at_bound(op, api);
+  const InFlight::Admitted admitted = in_flight_.try_admit(op->internal || t_running.engine == this);
+  if (admitted != InFlight::Admitted::kIn) [[unlikely]]
+    admit_slow(op, api, admitted);
   const bool self_grant = pusher_grants(op);
   const std::int32_t granted = publish(op, self_grant);
   if (granted < 0) {

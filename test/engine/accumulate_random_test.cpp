@@ -219,7 +219,7 @@ struct Config {
 std::vector<Config> accumulate_configs() {
   std::vector<Config> configs;
   for (const ExecutorFactory& factory : {inline_factory(), threadpool_factory(1), threadpool_factory(2),
-                                         work_first_factory(2), waiters_work_factory(2)}) {
+                                         work_first_factory(2), waiters_work_factory(2), helping_factory(2)}) {
     configs.push_back({factory.name, [factory] { return factory.options(); }});
   }
   const ExecutorFactory streams = host_stream_factory();

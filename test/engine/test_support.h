@@ -1,6 +1,7 @@
 // Helpers shared by the engine and executor tests, on top of the engine-independent ones of test/test_support.h (sizes,
-// seeds, the watchdog, bounded waits): ways to hold an op open or complete it from threads the engine does not own,
-// stderr capture for the shutdown report, and the tests' own exception type.
+// seeds, the watchdog, bounded waits): ways to hold an op (or a pool's worker) open or complete it from threads the
+// engine does not own, pushes from inside an op counted, stderr capture for the shutdown report, and the tests' own
+// exception type.
 //
 // Nothing here sleeps to wait for another thread.
 #pragma once
@@ -8,6 +9,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <catch2/catch.hpp>
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
@@ -232,5 +234,57 @@ class SinkLog {
   mutable std::mutex mutex_;
   std::vector<Received> received_;  // guarded by mutex_
 };
+
+// Holds a pool's worker in an op until the test opens it (bounded by meet_limit(): a broken engine fails, never hangs).
+struct HeldWorker {
+  std::atomic<bool> inside{false};
+  std::atomic<bool> open{false};
+  std::atomic<bool> timed_out{false};
+  // The op's function.
+  void hold() {
+    // release/acquire: the test thread sees the worker inside before it pushes what must wait for it.
+    inside.store(true, std::memory_order_release);
+    if (!wait_until([&] { return open.load(std::memory_order_acquire); })) {
+      timed_out.store(true, std::memory_order_relaxed);  // relaxed: read after the engine's wait
+    }
+  }
+  // Pushes the holding op, mutating `held`, and returns once a worker runs it.
+  void start(Engine& engine, const Var& held, const PushOptions& options = {}) {
+    engine.Push([this] { hold(); }, {}, {held}, options);
+    REQUIRE(wait_until([this] { return inside.load(std::memory_order_acquire); }));
+  }
+};
+
+// Pushes an op that pushes `children` ops from inside itself, each on a variable of its own, calling after_child(the
+// parent's variable) after each; waits until the parent has returned (so the children are left to its thread), then
+// for all. Returns how many children ran nested, on the parent's thread while it ran.
+inline int nested_children(Engine& engine, int children, const std::function<void(const Var&)>& after_child = {}) {
+  std::atomic<int> nested{0};
+  std::atomic<int> ran{0};
+  std::atomic<bool> parent_done{false};
+  thread_local bool in_parent = false;
+  const Var parent_var = engine.NewVariable();
+  engine.Push(
+      [&] {
+        in_parent = true;
+        for (int i = 0; i < children; ++i) {
+          engine.Push(
+              [&] {
+                if (in_parent) nested.fetch_add(1, std::memory_order_relaxed);
+                ran.fetch_add(1, std::memory_order_relaxed);
+              },
+              {}, {engine.NewVariable()});
+          if (after_child) after_child(parent_var);
+        }
+        in_parent = false;
+        parent_done.store(true, std::memory_order_release);
+      },
+      {}, {parent_var});
+  REQUIRE(wait_until([&] { return parent_done.load(std::memory_order_acquire); }));
+  engine.WaitForAll();
+  // relaxed: WaitForAll ordered the children's increments before these loads.
+  CHECK(ran.load(std::memory_order_relaxed) == children);
+  return nested.load(std::memory_order_relaxed);
+}
 
 }  // namespace depengine::test

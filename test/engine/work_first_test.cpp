@@ -26,20 +26,6 @@ namespace {
 // Atomics: counters bumped by ops are read by the test thread after a wait (WaitForAll, WaitForVar, WaitForScope), a
 // join or the engine's destruction, which orders every op's writes before the read, so they are relaxed.
 
-// An op the only worker runs until the test opens it (bounded by meet_limit(): a broken engine fails, never hangs).
-struct Holder {
-  std::atomic<bool> inside{false};
-  std::atomic<bool> open{false};
-  std::atomic<bool> timed_out{false};
-  void hold() {
-    // release/acquire: the test thread sees the worker inside before it pushes what must wait for it.
-    inside.store(true, std::memory_order_release);
-    if (!wait_until([&] { return open.load(std::memory_order_acquire); })) {
-      timed_out.store(true, std::memory_order_relaxed);  // relaxed: read after the engine's wait
-    }
-  }
-};
-
 // Where and when an op ran: the thread, and whether its Push had returned yet.
 struct RunSite {
   std::atomic<bool> ran{false};
@@ -58,9 +44,8 @@ struct RunSite {
 TEST_CASE("work-first: a push runs on the pushing thread only while the workers are behind", "[engine][work-first]") {
   Watchdog watchdog("work-first pushes");
   Engine engine(work_first_factory(1).options());
-  Holder holder;
-  engine.Push([&] { holder.hold(); }, {}, {engine.NewVariable()});
-  REQUIRE(wait_until([&] { return holder.inside.load(std::memory_order_acquire); }));
+  HeldWorker holder;
+  holder.start(engine, engine.NewVariable());
   // The worker is held. The first push finds nothing waiting: it is submitted, and waits for the worker.
   std::atomic<bool> pushed{false};
   RunSite first{.push_returned = &pushed};
@@ -93,9 +78,8 @@ TEST_CASE("work-first: an urgent op waiting for a worker keeps a later push off 
           "[engine][work-first][priority]") {
   Watchdog watchdog("work-first behind urgent");
   Engine engine(work_first_factory(1).options());
-  Holder holder;
-  engine.Push([&] { holder.hold(); }, {}, {engine.NewVariable()});
-  REQUIRE(wait_until([&] { return holder.inside.load(std::memory_order_acquire); }));
+  HeldWorker holder;
+  holder.start(engine, engine.NewVariable());
   std::atomic<bool> pushed{false};
   RunSite urgent{.push_returned = &pushed}, normal{.push_returned = &pushed};
   engine.Push([&] { urgent.record(); }, {}, {engine.NewVariable()}, PushOptions{.priority = 5});
@@ -112,31 +96,7 @@ TEST_CASE("work-first: an urgent op waiting for a worker keeps a later push off 
 TEST_CASE("work-first: a push from inside an op is never run in place", "[engine][work-first][nested]") {
   Watchdog watchdog("work-first nested pushes");
   Engine engine(work_first_factory(1).options());
-  constexpr int kChildren = 50;
-  std::atomic<int> nested{0};  // children that ran while their parent was still running on the same thread
-  std::atomic<int> ran{0};
-  std::atomic<bool> parent_done{false};
-  thread_local bool in_parent = false;
-  engine.Push(
-      [&] {
-        in_parent = true;
-        for (int i = 0; i < kChildren; ++i) {
-          engine.Push(
-              [&] {
-                if (in_parent) nested.fetch_add(1, std::memory_order_relaxed);
-                ran.fetch_add(1, std::memory_order_relaxed);
-              },
-              {}, {engine.NewVariable()});
-        }
-        in_parent = false;
-        parent_done.store(true, std::memory_order_release);
-      },
-      {}, {engine.NewVariable()});
-  // Not WaitForAll at once: the children must be left to the worker, which is the parent's thread.
-  REQUIRE(wait_until([&] { return parent_done.load(std::memory_order_acquire); }));
-  engine.WaitForAll();
-  CHECK(ran.load(std::memory_order_relaxed) == kChildren);
-  CHECK(nested.load(std::memory_order_relaxed) == 0);
+  CHECK(nested_children(engine, 50) == 0);
 }
 
 TEST_CASE("work-first: ops run on the pushing thread count against max_in_flight", "[engine][work-first][bound]") {

@@ -14,6 +14,7 @@
 // behaviour instead where there is one (check_async_refused() for PushAsync).
 #pragma once
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstddef>
@@ -67,11 +68,16 @@ struct ExecutorFactory {
   // times as long as on a pool, and a CPU op that follows a stream op waits for that round trip.
   std::size_t op_cost = 1;
 
+  // Not a capability: EngineOptions::help_above for engines of this factory (0: off, the default). Kept under the
+  // bound a test asks for (an engine refuses help_above >= max_in_flight); off when that bound is 1.
+  std::size_t help_above = 0;
+
   // Engine options with this executor alone.
   [[nodiscard]] EngineOptions options(std::size_t max_in_flight = EngineOptions{}.max_in_flight) const {
     EngineOptions result;
     result.executors.push_back(make());
     result.max_in_flight = max_in_flight;
+    result.help_above = std::min(help_above, max_in_flight - 1);
     return result;
   }
 };
@@ -105,6 +111,16 @@ inline ExecutorFactory waiters_work_factory(int workers) {
             return std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = workers, .waiters_work = true});
           },
           workers};
+}
+
+// A pool whose pushes help (EngineOptions::help_above): a push of an op that waits, far ahead of the workers, runs
+// queued ops on the pushing thread. In the randomized oracles only, as the work-first pools, for the same reason. A
+// bound of 8 ops in flight has the pushers help on almost every push of an op that waits.
+inline ExecutorFactory helping_factory(int workers) {
+  ExecutorFactory factory = threadpool_factory(workers);
+  factory.name += "-helping";
+  factory.help_above = 8;
+  return factory;
 }
 
 // The stream executor over a backend of stream_test_support.h. One device: ops use the default placement (device 0),
@@ -177,13 +193,15 @@ inline void check_async_refused(Engine& engine, const Var& v, const PushOptions&
 // The thread pools alone, for tests of behaviour only a pool has (helping, several workers).
 inline std::vector<ExecutorFactory> threadpool_factories() { return {threadpool_factory(1), threadpool_factory(2)}; }
 
-// executor_factories(), the work-first pools and a pool whose waiters work: for the randomized oracles, whose ops never
-// wait for the pusher.
+// executor_factories(), the work-first pools, a pool whose waiters work and the helping pools: for the randomized
+// oracles, whose ops never wait for the pusher.
 inline std::vector<ExecutorFactory> oracle_factories() {
   std::vector<ExecutorFactory> result = executor_factories();
   result.push_back(work_first_factory(1));
   result.push_back(work_first_factory(2));
   result.push_back(waiters_work_factory(1));
+  result.push_back(helping_factory(1));
+  result.push_back(helping_factory(2));
   return result;
 }
 

@@ -29,6 +29,8 @@ def test_bad_arguments_raise_clear_errors(engine):
         engine.push(lambda: None, reads=5)
     with pytest.raises(TypeError, match="wait_var: expected"):
         engine.wait_var(None)
+    with pytest.raises(ValueError, match=r"help_above \(16\) must be under max_in_flight \(16\)"):
+        depengine.Engine(max_in_flight=16, help_above=16)
     with pytest.raises(ValueError, match="executor must be 'threads' or 'inline'"):
         depengine.Engine(executor="gpu")
     engine.delete_variable(v)

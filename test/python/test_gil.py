@@ -26,6 +26,30 @@ def test_push_past_max_in_flight_with_python_ops_queued():
         assert count[0] == 200
 
 
+def test_helping_pushes_run_queued_python_ops_on_the_pushing_thread():
+    # The only worker is held by an op waiting for an event (it lets the GIL go); the pushes past help_above run the ops
+    # queued behind it on this thread, which must take the GIL for each while the push itself has let it go.
+    gate = threading.Event()
+    inside = threading.Event()
+    with depengine.Engine(workers=1, help_above=8) as engine:
+        def hold():
+            inside.set()
+            gate.wait()
+
+        engine.push(hold, mutates=[engine.variable()])
+        assert inside.wait(timeout=60)
+        here = threading.get_ident()
+        ran_on = []
+        for _ in range(100):
+            engine.push(lambda: ran_on.append(threading.get_ident()), mutates=[engine.variable()])
+        ran_before_the_worker_was_free = len(ran_on)
+        gate.set()
+        engine.wait_all()
+    assert ran_before_the_worker_was_free >= 100 - 8
+    assert ran_on.count(here) >= 100 - 8
+    assert len(ran_on) == 100
+
+
 def test_waits_from_several_python_threads_at_once(threaded):
     engine = threaded
     gate = threading.Event()

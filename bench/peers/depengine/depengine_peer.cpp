@@ -3,9 +3,10 @@
 // variables per run, every op pushed from this thread, timed from the first Push to the return of WaitForAll). Also its
 // replayed form, "depengine-replay" (engine/graph.h), phased as the graph-building peers are: build (the capture of a
 // step) and run (its replays), on the workloads with empty bodies only (a replay reruns a step of ops, which the check
-// of randsum-work's bodies against a serial run of the workload cannot follow); and "depengine-work-first", a pool of 1
-// worker with ThreadPoolOptions::work_first (an engine of its own). Before the first workload, the process's pool of op
-// records is filled to the in-flight bound (fill_record_pool()).
+// of randsum-work's bodies against a serial run of the workload cannot follow); and two settings on a pool of 1 worker,
+// each an engine of its own: "depengine-work-first" (ThreadPoolOptions::work_first) and "depengine-helping"
+// (EngineOptions::help_above = 1024). Before the first workload, the process's pool of op records is filled to the
+// in-flight bound (fill_record_pool()).
 #include <algorithm>
 #include <atomic>
 #include <chrono>
@@ -54,6 +55,17 @@ void fill_record_pool(Engine& engine, std::size_t bound) {
   engine.WaitForAll();
 }
 
+// A setting of ours on a pool of 1 worker, an engine of its own, pushed from this thread as the main system is: in
+// that setting the pushing thread runs ops too, so the run uses two threads, as each OpenMP run does.
+std::vector<Record> measure_setting(const PeerOptions& options, const std::vector<Workload>& workloads,
+                                    const std::string& name, EngineOptions engine_options,
+                                    const std::string& description) {
+  Engine engine(std::move(engine_options));
+  print_setting(name, "threadpool executor, workers=1, " + description + ", pushing from the main thread");
+  return measure(options, workloads, name, kWorkers,
+                 [&](const Workload& w) { return RunTiming{run_workload(engine, w, name)}; });
+}
+
 }  // namespace
 }  // namespace depengine::bench::peers
 
@@ -93,21 +105,21 @@ int main(int argc, char** argv) try {
        })) {
     records.push_back(std::move(r));
   }
-  // Work-first pushes (ThreadPoolOptions::work_first) on 1 worker: the pushing thread runs what it pushed while the
-  // worker is behind, so the run uses two threads, as each OpenMP run does.
-  {
-    EngineOptions work_first_options;
-    work_first_options.executors.push_back(
-        std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1, .work_first = true}));
-    Engine work_first(std::move(work_first_options));
-    print_setting(system + "-work-first",
-                  "threadpool executor, workers=1, work_first (the pushing thread runs what it "
-                  "pushed while the worker is behind), pushing from the main thread");
-    for (Record& r : measure(options, workloads, system + "-work-first", kWorkers, [&](const Workload& w) {
-           return RunTiming{run_workload(work_first, w, system + "-work-first")};
-         })) {
-      records.push_back(std::move(r));
-    }
+  // Work-first pushes (ThreadPoolOptions::work_first), and helping pushes (EngineOptions::help_above).
+  EngineOptions work_first;
+  work_first.executors.push_back(
+      std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1, .work_first = true}));
+  EngineOptions helping;
+  helping.executors.push_back(std::make_unique<ThreadPoolExecutor>(ThreadPoolOptions{.workers = 1}));
+  helping.help_above = 1024;
+  for (Record& r : measure_setting(options, workloads, system + "-work-first", std::move(work_first),
+                                   "work_first (the pushing thread runs what it pushed while the worker is behind)")) {
+    records.push_back(std::move(r));
+  }
+  for (Record& r : measure_setting(options, workloads, system + "-helping", std::move(helping),
+                                   "help_above=1024 (a push more than 1024 ops ahead of the worker runs its queued "
+                                   "ops)")) {
+    records.push_back(std::move(r));
   }
   report(options.common, records);
   return 0;

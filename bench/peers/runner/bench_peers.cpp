@@ -49,9 +49,9 @@ constexpr const char* kSerial = "serial";
 const std::vector<std::string> kPatterns = {"trivial", "no_comm", "stencil_1d", "nearest", "fft", "tree", "all_to_all"};
 const std::vector<int> kWidths = {2, 8};
 constexpr const char* kOurs = "depengine";
-// Other settings of ours that the depengine peer also measures (its own rows, never counted as peers): work-first
-// pushes on a pool of 1 worker, two threads with the pushing one, as each OpenMP run has.
-const std::vector<std::string> kOurVariants = {"depengine-work-first"};
+// Other settings of ours that the depengine peer also measures (its own rows, never counted as peers): work-first and
+// helping pushes on a pool of 1 worker, two threads with the pushing one, as each OpenMP run has.
+const std::vector<std::string> kOurVariants = {"depengine-work-first", "depengine-helping"};
 constexpr int kCores = 2;  // every system runs with 2 threads; the METG granularity counts 2 cores
 
 struct RunnerOptions {
