@@ -39,17 +39,6 @@ LIBRARY_ROOTS = ("support", "frontier", "executors", "memory", "engine", "buffer
 SOURCE_SUFFIXES = {".h", ".cpp", ".cu", ".hip"}
 # An include of ours: by its path from the repository root, quoted, or through the project's name, as installed.
 INCLUDE = re.compile(r'^\s*#\s*include\s+(?:"([^"]+)"|<depengine/([^>]+)>)')
-# Deprecated forwarding headers (CHANGELOG.md): each keeps an old path compiling for one release by including the
-# header that moved, and includes nothing else. They belong to no layer.
-FORWARDING = {
-    "engine/frontier/axis.h": "frontier/axis.h",
-    "engine/frontier/frontier.h": "frontier/frontier.h",
-    "engine/frontier/frontier_entry.h": "frontier/frontier_entry.h",
-    "engine/frontier/timeline.h": "frontier/timeline.h",
-    "engine/frontier/tracker.h": "frontier/tracker.h",
-    "engine/vocabulary/vocabulary.h": "frontier/vocabulary.h",
-    "memory/buffers/buffer.h": "buffers/buffer.h",
-}
 LIBRARY = re.compile(r"depengine_library\(([^)]*)\)", re.S)
 
 
@@ -57,14 +46,6 @@ def layer_of(folder: str):
     """The layer of a folder: the folder itself, with detail/ folders taken as their parent, if LAYERS has it."""
     key = "/".join(p for p in folder.split("/") if p != "detail")
     return key if key in LAYERS else None
-
-
-def check_forwarding(rel: str, path: pathlib.Path):
-    """A forwarding header includes exactly the header that moved."""
-    includes = [m.group(1) or m.group(2) for m in map(INCLUDE.match, path.read_text().splitlines()) if m]
-    if includes != [FORWARDING[rel]]:
-        return [f"{rel}: a forwarding header must include {FORWARDING[rel]} and nothing else (it includes {includes})"]
-    return []
 
 
 def check(root: pathlib.Path):
@@ -75,9 +56,6 @@ def check(root: pathlib.Path):
             if path.suffix not in SOURCE_SUFFIXES or not path.is_file():
                 continue
             rel = path.relative_to(root).as_posix()
-            if rel in FORWARDING:
-                violations += check_forwarding(rel, path)
-                continue
             folder = rel.rsplit("/", 1)[0]
             layer = layer_of(folder)
             if layer is None:
