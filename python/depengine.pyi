@@ -87,7 +87,8 @@ class Engine:
     thread (EngineOptions::help_above; docs/performance.md, "Helping pushes").
     """
     def __init__(self, *, workers: int = 0, executor: str = "threads", max_in_flight: int = 65536,
-                 help_above: int = 0, trace: Optional[str] = None, error_sink: Optional[Callable[[str, BaseException], None]] = None,
+                 help_above: int = 0, trace: Optional[str] = None,
+                 error_sink: Optional[Callable[[str, BaseException], None]] = None,
                  stall_report_after: Optional[float] = None, cancel_on_destruction: bool = False) -> None: ...
     def variable(self) -> Variable: ...
     def delete_variable(self, var: Variable) -> None:

@@ -219,7 +219,7 @@ void add_vs_plain(std::vector<Record>& records) {
   }
 }
 
-// The helping rows' EngineOptions::help_above: about where randsum with work in its bodies ran fastest
+// The helping rows' EngineOptions::help_above: randsum with work in its bodies ran no faster at 256 and slower at 4,096
 // (docs/performance.md, "Helping pushes").
 constexpr std::size_t kHelpAbove = 1024;
 

@@ -37,13 +37,15 @@ def test_helping_pushes_run_queued_python_ops_on_the_pushing_thread():
             gate.wait()
 
         engine.push(hold, mutates=[engine.variable()])
-        assert inside.wait(timeout=60)
-        here = threading.get_ident()
-        ran_on = []
-        for _ in range(100):
-            engine.push(lambda: ran_on.append(threading.get_ident()), mutates=[engine.variable()])
-        ran_before_the_worker_was_free = len(ran_on)
-        gate.set()
+        try:
+            assert inside.wait(timeout=60)
+            here = threading.get_ident()
+            ran_on = []
+            for _ in range(100):
+                engine.push(lambda: ran_on.append(threading.get_ident()), mutates=[engine.variable()])
+            ran_before_the_worker_was_free = len(ran_on)
+        finally:
+            gate.set()  # a failed assertion must not leave the engine's exit waiting for the held op
         engine.wait_all()
     assert ran_before_the_worker_was_free >= 100 - 8
     assert ran_on.count(here) >= 100 - 8
