@@ -38,17 +38,6 @@ void push_ops(Engine& engine, const Workload& workload, const std::vector<Var>& 
 
 constexpr auto kEmpty = [](std::size_t /*op*/) { return [] {}; };
 
-std::vector<Var> make_vars(Engine& engine, const Workload& workload) {
-  std::vector<Var> vars(workload.num_vars());
-  for (Var& var : vars) var = engine.NewVariable();
-  return vars;
-}
-
-void delete_vars(Engine& engine, const std::vector<Var>& vars) {
-  for (const Var& var : vars) engine.DeleteVariable(var);
-  engine.WaitForAll();
-}
-
 // run_workload, and with kSample run_workload_timed.
 template <bool kSample>
 PushTiming timed_run(Engine& engine, const Workload& workload, std::string_view system) {
@@ -77,6 +66,21 @@ PushTiming timed_run(Engine& engine, const Workload& workload, std::string_view 
 
 }  // namespace
 
+std::vector<Var> make_vars(Engine& engine, const Workload& workload) {
+  std::vector<Var> vars(workload.num_vars());
+  for (Var& var : vars) var = engine.NewVariable();
+  return vars;
+}
+
+void delete_vars(Engine& engine, const std::vector<Var>& vars) {
+  for (const Var& var : vars) engine.DeleteVariable(var);
+  engine.WaitForAll();
+}
+
+Graph capture_step(Engine& engine, const Workload& workload, const std::vector<Var>& vars, std::size_t step) {
+  return engine.Capture([&] { push_ops(engine, workload, vars, step, kEmpty); });
+}
+
 double run_workload(Engine& engine, const Workload& workload, std::string_view system) {
   return timed_run<false>(engine, workload, system).ns_per_op;
 }
@@ -95,7 +99,7 @@ ReplayTiming replay_workload(Engine& engine, const Workload& workload) {
   ReplayTiming timing;
   {
     const auto start = std::chrono::steady_clock::now();
-    const Graph graph = engine.Capture([&] { push_ops(engine, workload, vars, step, kEmpty); });
+    const Graph graph = capture_step(engine, workload, vars, step);
     const auto captured = std::chrono::steady_clock::now();
     for (std::size_t k = 0; k < replays; ++k) engine.Replay(graph);
     engine.WaitForAll();

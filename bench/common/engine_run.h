@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <string_view>
+#include <vector>
 
 #include <depengine/engine/engine.h>
 
@@ -42,6 +43,14 @@ struct ReplayTiming {
   double capture_ns = 0;  // per op of the step: Capture of the step
   double run_ns = 0;      // per op run: from the first Replay to the return of WaitForAll
 };
+
+// Fresh variables for `workload`, and their deletion (waiting for all).
+std::vector<Var> make_vars(Engine& engine, const Workload& workload);
+void delete_vars(Engine& engine, const std::vector<Var>& vars);
+
+// The graph of `workload`'s first `step` ops, with empty bodies, captured over `vars` (made by make_vars): the step
+// replay_workload replays.
+Graph capture_step(Engine& engine, const Workload& workload, const std::vector<Var>& vars, std::size_t step);
 
 // Makes fresh variables, captures the first min(kReplayStep, size) ops of `workload` (as run_workload pushes them, with
 // empty bodies) into a graph, then replays it size / step times from the calling thread and waits for all. Deletes the

@@ -16,7 +16,8 @@
 // work.
 //
 //   bench_engine [--runs N] [--json FILE] [--smoke]
-//   bench_engine --count WORKLOAD K     (for bench/engine/count_instructions.sh)
+//   bench_engine --count WORKLOAD K     (for bench/engine/count_instructions.sh: K ops pushed)
+//   bench_engine --count-replay WORKLOAD K   (the same: K replays of a step of kCountedStep ops)
 //   DEPENGINE_BENCH_MAX_IN_FLIGHT=N bench_engine ...   every engine's EngineOptions::max_in_flight (default: the
 //                                                       engine's, 2^16): how far the pusher may run ahead; the
 //                                                       replayed rows are left out when N < 10^4 (a replayed
@@ -110,21 +111,60 @@ double median_of_runs(std::vector<double> recorded) {
   return run_workload(engine, workload);
 }
 
-// --count WORKLOAD K: one warm-up run of WORKLOAD's first K ops on the inline executor, then counted_run() of the same.
-int count_mode(std::string_view name, std::size_t ops) {
-  const std::vector<Workload> workloads = {make_independent(ops), make_chain(ops), make_randsum(ops), make_fanout(ops)};
-  for (const Workload& workload : workloads) {
-    if (workload.name() != name) continue;
-    EngineOptions engine_options;
-    engine_options.executors.push_back(std::make_unique<InlineExecutor>());
-    Engine engine(std::move(engine_options));
-    (void)run_workload(engine, workload);  // fills the record pool and the variable table
-    std::printf("%s: %zu ops, %.1f ns/op under the counter\n", workload.name().c_str(), workload.size(),
-                counted_run(engine, workload));
-    return 0;
+// The workload of --count and --count-replay, with `ops` ops.
+Workload counted_workload(std::string_view name, std::size_t ops) {
+  std::vector<Workload> workloads;
+  workloads.push_back(make_independent(ops));
+  workloads.push_back(make_chain(ops));
+  workloads.push_back(make_randsum(ops));
+  workloads.push_back(make_fanout(ops));
+  for (Workload& workload : workloads) {
+    if (workload.name() == name) return std::move(workload);
   }
   throw std::invalid_argument("--count: unknown workload '" + std::string(name) +
                               "' (expected independent, chain, randsum or fanout)");
+}
+
+EngineOptions inline_options() {
+  EngineOptions engine_options;
+  engine_options.executors.push_back(std::make_unique<InlineExecutor>());
+  return engine_options;
+}
+
+// --count WORKLOAD K: one warm-up run of WORKLOAD's first K ops on the inline executor, then counted_run() of the same.
+int count_mode(std::string_view name, std::size_t ops) {
+  const Workload workload = counted_workload(name, ops);
+  Engine engine(inline_options());
+  (void)run_workload(engine, workload);  // fills the record pool and the variable table
+  std::printf("%s: %zu ops, %.1f ns/op under the counter\n", workload.name().c_str(), workload.size(),
+              counted_run(engine, workload));
+  return 0;
+}
+
+// The step --count-replay replays: small enough that callgrind runs a replay quickly, large enough that what a replay
+// does once (taking an instance, locking the joins' variables) is a small part of it.
+constexpr std::size_t kCountedStep = 2000;
+
+// The replays that count_instructions.sh has callgrind collect (--toggle-collect), so its name must stay unique.
+[[gnu::noinline]] void counted_replays(Engine& engine, const Graph& graph, std::size_t replays) {
+  for (std::size_t k = 0; k < replays; ++k) engine.Replay(graph);
+  engine.WaitForAll();
+}
+
+// --count-replay WORKLOAD K: WORKLOAD's first kCountedStep ops captured on the inline executor and replayed twice
+// (taking the graph's instance), then counted_replays() of K replays.
+int count_replay_mode(std::string_view name, std::size_t replays) {
+  const Workload workload = counted_workload(name, kCountedStep);
+  Engine engine(inline_options());
+  const std::vector<Var> vars = make_vars(engine, workload);
+  {
+    const Graph graph = capture_step(engine, workload, vars, workload.size());
+    counted_replays(engine, graph, 2);
+    counted_replays(engine, graph, replays);
+  }
+  delete_vars(engine, vars);
+  std::printf("%s: %zu replays of %zu ops\n", workload.name().c_str(), replays, workload.size());
+  return 0;
 }
 
 // Adds line_transfers_per_op to each threadpool record (see the top of this file).
@@ -234,7 +274,11 @@ int main(int argc, char** argv) try {
   using namespace depengine;
   using namespace depengine::bench;
   if (argc == 4 && std::string_view(argv[1]) == "--count") return count_mode(argv[2], std::stoul(argv[3]));
-  const Options options = parse_options(argc, argv, "[--runs N] [--json FILE] [--smoke] | --count WORKLOAD K");
+  if (argc == 4 && std::string_view(argv[1]) == "--count-replay") {
+    return count_replay_mode(argv[2], std::stoul(argv[3]));
+  }
+  const Options options =
+      parse_options(argc, argv, "[--runs N] [--json FILE] [--smoke] | --count WORKLOAD K | --count-replay WORKLOAD K");
   const std::vector<Workload> workloads = standard_workloads(options.smoke);
   const std::vector<System> systems = {
       {"depengine-inline", 1, [] { return std::make_unique<InlineExecutor>(); }, true, Observing::kNothing, true},

@@ -141,7 +141,7 @@ void EngineTrace::replayed_op(const GraphPlan& plan, const GraphPlan::Op& op, st
   if (trace == nullptr) return;
   try {
     TraceRecorder::Slice slice{
-        id, std::string(op.named ? op.name.view() : "op") + " (replay " + std::to_string(replay) + ")",
+        id, std::string(op.named ? plan.name_of(op) : "op") + " (replay " + std::to_string(replay) + ")",
         trace->thread_lane(executor->name(), worker), start, trace->now()};
     const GraphPlan::Use* uses = plan.uses(op);
     for (std::uint32_t i = 0; i < op.uses.end - op.uses.begin; ++i) {
@@ -163,7 +163,7 @@ void EngineTrace::replay_release(const GraphPlan& plan, std::uint32_t from, std:
     const std::int64_t at = trace->now();
     TraceRecorder::Waited why{TraceRecorder::Wait::kVariable, traced + from,
                               ordering_vars(seen_uses(plan, plan.op(from)), seen_uses(plan, plan.op(to)))};
-    why.holder = std::string(plan.op(from).name_view());
+    why.holder = std::string(plan.name_of(plan.op(from)));
     trace->ready(traced + to, at, std::move(why), true);
   } catch (...) {  // as in cpu_op
   }
@@ -344,7 +344,7 @@ void EngineTrace::flows(const GraphPlan& plan, std::uint32_t index, std::uint64_
       if (released->trace_op == 0) continue;
       TraceRecorder::Waited why{TraceRecorder::Wait::kVariable, traced + index,
                                 ordering_vars(from_uses, seen_uses(*released))};
-      why.holder = std::string(op.name_view());
+      why.holder = std::string(plan.name_of(op));
       trace->ready(released->trace_op, at, std::move(why), true);
     }
   } catch (...) {  // as in cpu_op

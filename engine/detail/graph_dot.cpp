@@ -164,7 +164,7 @@ void write_dot(const GraphPlan& plan, std::ostream& out) {
   for (std::uint32_t i = 0; i < plan.size(); ++i) {
     const GraphPlan::Op& op = plan.op(i);
     DotOp& dot = ops[i];
-    dot.label = op_label(op.name_view(), i);
+    dot.label = op_label(plan.name_of(op), i);
     dot.group = op.executor != nullptr ? std::string(op.executor->name()) : std::string();
     const GraphPlan::Use* uses = plan.uses(op);
     for (std::uint32_t u = 0; u < op.uses.end - op.uses.begin; ++u) {

@@ -28,6 +28,7 @@ struct VarWalk {
 GraphPlan::GraphPlan(std::uint32_t engine_id, std::vector<CapturedOp> captured) : engine_id_(engine_id) {
   const auto count = static_cast<std::uint32_t>(captured.size());
   ops_.resize(count);
+  names_.resize(count);
   std::vector<std::vector<std::uint32_t>> successors(count);
   std::vector<std::vector<std::uint32_t>> covers(count);
   std::vector<std::uint32_t> last_edge_to(count, count);  // successors[p] ends with i iff last_edge_to[p] == i
@@ -51,7 +52,7 @@ GraphPlan::GraphPlan(std::uint32_t engine_id, std::vector<CapturedOp> captured) 
     op.no_skip = from.no_skip;
     op.async = from.async;
     op.named = from.named;
-    op.name = std::move(from.name);
+    if (from.named) names_[i] = std::move(from.name);
     op.scope = std::move(from.scope);
     if (op.scope.get() != nullptr) scoped_.push_back(op.scope.get());
     op.uses.begin = static_cast<std::uint32_t>(uses_.size());
@@ -175,6 +176,15 @@ GraphPlan::GraphPlan(std::uint32_t engine_id, std::vector<CapturedOp> captured) 
     ops_[i].covers.end = static_cast<std::uint32_t>(covered_.size());
     ops_[i].retires = successors[i].empty() || ops_[i].async;
     if (ops_[i].retires) ++retirers_;
+  }
+  // Chains (graph_plan.h): an op whose one successor waits for it alone, on the same executor, neither of them a member
+  // of groups, the op not async (its Completion may come on any thread, at any time).
+  for (std::uint32_t i = 0; i < count; ++i) {
+    Op& op = ops_[i];
+    if (successors[i].size() != 1 || successors[i][0] >= count || op.async || op.tokens.begin != op.tokens.end)
+      continue;
+    const Op& next = ops_[successors[i][0]];
+    op.chained = next.wait == 1 && next.executor == op.executor && next.tokens.begin == next.tokens.end;
   }
 }
 

@@ -52,6 +52,16 @@
 // takes one grant per relay. Predecessors scattered through the step (an op reading many variables) stay direct:
 // there a relay would only add a line and a grant. A successor index at or past size() names a relay.
 //
+// Chains. An op is chained to its successor when that is its only one and waits for nothing else (no other
+// predecessor, no join: a wait of 1), runs on the same executor, and neither is a member of a group, nor the op async
+// (its Completion may come on any thread). The thread that completes a chained op then runs the successor itself,
+// without granting it (GraphRunner::execute): as an executor keeps the one op a completion made ready (executor.h),
+// but without the grant, the trip back through the executor, or a read of the successor's line, which the worker that
+// ran it in the last replay may hold. Its count, never taken down, is still the planned one for the next replay. Only
+// while the completion made nothing else ready (else the executor chooses among them, as it would), and with no
+// observer or trace (whose events tell each op's grant). Like a pool's worker along a chain of pushed ops, the thread
+// follows the chain to its end (a long chain holds it as one long op would).
+//
 // Instances keep their state between replays: an op restores its own wait count when it starts (nothing grants it
 // again in that replay), and a join restores its counts when it is granted and completed, so a replay writes only
 // the joins and the ops granted at append, not every op.
@@ -193,7 +203,9 @@ class GraphPlan {
     std::uint32_t begin = 0;
     std::uint32_t end = 0;
   };
-  struct Op {
+  // What a replay reads of an op as it runs and completes it, on two lines of its own; its name, read only when it is
+  // named, lives apart (name_of()).
+  struct alignas(support::kCacheLine) Op {
     OpFunction fn;
     Executor* executor = nullptr;
     std::int32_t priority = 0;
@@ -201,15 +213,15 @@ class GraphPlan {
     bool no_skip = false;
     bool async = false;    // pushed with PushAsync: it completes when its Completion is called
     bool retires = false;  // counts the replay down when done: a sink, or an async op (see Retirement above)
-    bool named = false;
-    OpName name;
-    Range uses;        // into uses_
-    Range successors;  // into successors_
-    Range covers;      // into covered_: the joins whose pending count it takes down when it completes
-    Range tokens;      // into tokens_: the groups it is a member of (see Groups above)
-    ScopeHold scope;   // PushOptions::scope's, or none: cancelled, the op completes with its error, unrun
-    [[nodiscard]] std::string_view name_view() const noexcept { return named ? name.view() : std::string_view{}; }
+    bool named = false;    // names_ holds its name
+    bool chained = false;  // its one successor has no other grant (see Chains above)
+    Range uses;            // into uses_
+    Range successors;      // into successors_
+    Range covers;          // into covered_: the joins whose pending count it takes down when it completes
+    Range tokens;          // into tokens_: the groups it is a member of (see Groups above)
+    ScopeHold scope;       // PushOptions::scope's, or none: cancelled, the op completes with its error, unrun
   };
+  static_assert(sizeof(Op) == 2 * support::kCacheLine, "a replayed op's plan: two lines");
   struct Use {
     VarState* var = nullptr;
     std::uint32_t tag = 0;  // the handle's generation
@@ -246,6 +258,10 @@ class GraphPlan {
   [[nodiscard]] std::size_t size() const noexcept { return ops_.size(); }
   [[nodiscard]] Op& op(std::uint32_t index) noexcept { return ops_[index]; }
   [[nodiscard]] const Op& op(std::uint32_t index) const noexcept { return ops_[index]; }
+  // The name `op` (one of this plan's ops) was pushed with; empty if none.
+  [[nodiscard]] std::string_view name_of(const Op& op) const noexcept {
+    return op.named ? names_[static_cast<std::size_t>(&op - ops_.data())].view() : std::string_view{};
+  }
   [[nodiscard]] const std::vector<Join>& joins() const noexcept { return joins_; }
   [[nodiscard]] const Use* uses(const Op& op) const noexcept { return uses_.data() + op.uses.begin; }
   // An op's successors: an index below size() is an op, one at size() + r the relay relays()[r].
@@ -284,6 +300,7 @@ class GraphPlan {
  private:
   const std::uint32_t engine_id_;
   std::vector<Op> ops_;
+  std::vector<OpName> names_;  // op i's name, if it has one (Op::named)
   std::vector<Use> uses_;
   std::vector<std::uint32_t> successors_;
   std::vector<std::uint32_t> covered_;

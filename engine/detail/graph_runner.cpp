@@ -147,80 +147,89 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
   submit_in_priority_order(ready);
 }
 
-// Runs one op of a replay: through the op gate and the core's run, as a pushed op (EngineCore::execute); then completed
-// (an async op: when its Completion is called).
-void GraphRunner::execute(GraphOp* op, int worker, TaskList& ready) noexcept {
-  GraphInstance* instance = op->instance;
+// Runs an op of a replay, and then each op chained to the one before (graph_plan.h, Chains): each through the op gate
+// and the core's run, as a pushed op (EngineCore::execute); then completed (an async op: when its Completion is
+// called).
+void GraphRunner::execute(GraphOp* first, int worker, TaskList& ready) noexcept {
+  GraphInstance* const instance = first->instance;
   GraphPlan& plan = instance->plan;
-  const std::uint32_t index = index_of(op);
-  GraphPlan::Op& planned = plan.op(index);
-  op->reset_wait(planned.wait);  // for the next replay: nothing grants the op again in this one
-  // A member of groups (graph_plan.h, Groups) takes their tokens before the gate, which reads its variables' errors.
-  if (planned.tokens.begin != planned.tokens.end && !take_tokens(*op, planned, ready)) [[unlikely]]
-    return;  // parked: the member that frees the token wakes it, and it comes back here
-  const GraphPlan::Use* uses = plan.uses(planned);
-  const std::uint32_t num_uses = planned.uses.end - planned.uses.begin;
-  ScopeState* const scope = scope_of(instance, planned);
-  std::exception_ptr error;
-  const OpGate::Verdict verdict = core_.gate().check(scope, true, planned.no_skip, nullptr, uses, num_uses);
-  Observers* const observers = core_.observing();
-  if (verdict.error != nullptr) [[unlikely]] {
-    error = *verdict.error;
-    if (verdict.scope_cancelled) core_.errors().raise(error, planned.name_view(), instance->owner);
-    if (observers != nullptr) [[unlikely]]
-      observers->ended(*op, verdict.cancelled ? OpOutcome::kCancelled : OpOutcome::kSkipped, &error);
-  } else {
-    const RunningScope running(&core_, &ready, instance->owner);
-    RunContext ctx{planned.name_view(), worker, op->executor(), nullptr, nullptr, scope};
-    if (planned.no_skip) [[unlikely]] {
-      const std::uint32_t failed = OpGate::failed_input(uses, num_uses);
-      if (failed != num_uses) {
-        ctx.input_error = &uses[failed].var->error;
-        ctx.input_error_var = core_.vars().handle(uses[failed].var, uses[failed].tag);
+  std::uint32_t index = index_of(first);
+  first->reset_wait(plan.op(index).wait);  // for the next replay: nothing grants the op again in this one
+  for (;;) {
+    GraphPlan::Op& planned = plan.op(index);
+    GraphOp* const op = &instance->ops[index];  // read only where needed: a chained op's line may be in another cache
+    // A member of groups (graph_plan.h, Groups) takes their tokens before the gate, which reads its variables' errors.
+    if (planned.tokens.begin != planned.tokens.end && !take_tokens(*op, planned, ready)) [[unlikely]]
+      return;  // parked: the member that frees the token wakes it, and it comes back here
+    const GraphPlan::Use* uses = plan.uses(planned);
+    const std::uint32_t num_uses = planned.uses.end - planned.uses.begin;
+    ScopeState* const scope = scope_of(instance, planned);
+    std::exception_ptr error;
+    const OpGate::Verdict verdict = core_.gate().check(scope, true, planned.no_skip, nullptr, uses, num_uses);
+    Observers* const observers = core_.observing();
+    if (verdict.error != nullptr) [[unlikely]] {
+      error = *verdict.error;
+      if (verdict.scope_cancelled) core_.errors().raise(error, plan.name_of(planned), instance->owner);
+      if (observers != nullptr) [[unlikely]]
+        observers->ended(*op, verdict.cancelled ? OpOutcome::kCancelled : OpOutcome::kSkipped, &error);
+    } else {
+      const RunningScope running(&core_, &ready, instance->owner);
+      RunContext ctx{plan.name_of(planned), worker, planned.executor, nullptr, nullptr, scope};
+      if (planned.no_skip) [[unlikely]] {
+        const std::uint32_t failed = OpGate::failed_input(uses, num_uses);
+        if (failed != num_uses) {
+          ctx.input_error = &uses[failed].var->error;
+          ctx.input_error_var = core_.vars().handle(uses[failed].var, uses[failed].tag);
+        }
+      }
+      ctx.replay = instance->replay;
+      TraceRecorder* trace = instance->trace_ops != 0 ? core_.trace().recorder() : nullptr;
+      const std::int64_t start = trace != nullptr ? trace->now() : 0;
+      if (observers != nullptr) [[unlikely]]
+        observers->started(*op, worker);
+      OpRecord* record = nullptr;
+      if (planned.async) {
+        // A pooled record for the Completion to point at (see Retirement in graph_plan.h).
+        record = RecordPool::acquire();
+        record->prepare(&core_, planned.executor, planned.priority);
+        record->replay_completion = true;
+        record->replayed = op;
+        record->async = true;
+        record->owner = instance->owner;
+        core_.call_async(record, planned.fn, ctx, plan.name_of(planned));
+      } else {
+        core_.call(planned.fn, ctx, plan.name_of(planned), instance->owner, error);
+        if (observers != nullptr) [[unlikely]]
+          observers->ended(*op, error != nullptr ? OpOutcome::kFailed : OpOutcome::kRan,
+                           error != nullptr ? &error : nullptr);
+      }
+      if (trace != nullptr) {
+        core_.trace().replayed_op(plan, planned, instance->trace_ops + index, instance->replay, planned.executor,
+                                  worker, start, core_.in_flight().upper_bound());
+      }
+      if (record != nullptr) {
+        core_.release_hold(record);  // the function has returned; the op completed, or completes, at its Completion
+        return;                      // (its scope counts it out when both are done: retire_async)
       }
     }
-    ctx.replay = instance->replay;
-    TraceRecorder* trace = instance->trace_ops != 0 ? core_.trace().recorder() : nullptr;
-    const std::int64_t start = trace != nullptr ? trace->now() : 0;
-    if (observers != nullptr) [[unlikely]]
-      observers->started(*op, worker);
-    OpRecord* record = nullptr;
-    if (planned.async) {
-      // A pooled record for the Completion to point at (see Retirement in graph_plan.h).
-      record = RecordPool::acquire();
-      record->prepare(&core_, op->executor(), op->priority());
-      record->replay_completion = true;
-      record->replayed = op;
-      record->async = true;
-      record->owner = instance->owner;
-      core_.call_async(record, planned.fn, ctx, planned.name_view());
-    } else {
-      core_.call(planned.fn, ctx, planned.name_view(), instance->owner, error);
-      if (observers != nullptr) [[unlikely]]
-        observers->ended(*op, error != nullptr ? OpOutcome::kFailed : OpOutcome::kRan,
-                         error != nullptr ? &error : nullptr);
-    }
-    if (trace != nullptr) {
-      core_.trace().replayed_op(plan, planned, instance->trace_ops + index, instance->replay, op->executor(), worker,
-                                start, core_.in_flight().upper_bound());
-    }
-    if (record != nullptr) {
-      core_.release_hold(record);  // the function has returned; the op completed, or completes, at its Completion
-      return;                      // (its scope counts it out when both are done: retire_async)
-    }
+    index = complete<true>(instance, index, planned, error, ready);
+    // After its effects, as a pushed op's retirement. `scope` was read before: unless the op handed its chain on to
+    // this thread, the plan may be gone by now.
+    if (scope != nullptr) ScopeState::op_retired(scope);
+    if (index == kUnchained) [[likely]]
+      return;
   }
-  complete(op, planned, error, ready, planned.retires);
-  // After its effects, as a pushed op's retirement. `scope` was read before: the plan may be gone by now.
-  if (scope != nullptr) ScopeState::op_retired(scope);
 }
 
 void GraphRunner::complete_async(OpRecord* record, const std::exception_ptr& error, TaskList& ready) noexcept {
   GraphOp* op = record->replayed;
-  const GraphPlan::Op& planned = op->instance->plan.op(index_of(op));
-  if (error != nullptr) core_.errors().raise(error, planned.name_view(), record->owner);
+  const std::uint32_t index = index_of(op);
+  const GraphPlan& plan = op->instance->plan;
+  const GraphPlan::Op& planned = plan.op(index);
+  if (error != nullptr) core_.errors().raise(error, plan.name_of(planned), record->owner);
   if (Observers* observers = core_.observing(); observers != nullptr) [[unlikely]]
     observers->ended(*op, error != nullptr ? OpOutcome::kFailed : OpOutcome::kRan, error != nullptr ? &error : nullptr);
-  complete(op, planned, error, ready, false);
+  (void)complete<false>(op->instance, index, planned, error, ready);
 }
 
 void GraphRunner::retire_async(OpRecord* record) noexcept {
@@ -234,19 +243,22 @@ void GraphRunner::retire_async(OpRecord* record) noexcept {
 
 // An op that does not retire is done with the instance once its last grant has landed: each successor leads to a sink
 // that cannot retire before the successor has run (graph_plan.h, Retirement).
-void GraphRunner::complete(GraphOp* op, const GraphPlan::Op& planned, const std::exception_ptr& error, TaskList& ready,
-                           bool retire) noexcept {
-  GraphInstance* instance = op->instance;
+template <bool kRanHere>
+std::uint32_t GraphRunner::complete(GraphInstance* instance, std::uint32_t index, const GraphPlan::Op& planned,
+                                    const std::exception_ptr& error, TaskList& ready) noexcept {
+  GraphOp* const op = &instance->ops[index];  // its address only
   GraphPlan& plan = instance->plan;
-  const GraphPlan::Use* uses = plan.uses(planned);
-  for (std::uint32_t i = 0; i < planned.uses.end - planned.uses.begin; ++i) {
-    if (uses[i].access != Access::kWrite && uses[i].access != Access::kAccumulate) continue;
-    if (uses[i].clears) [[unlikely]] {  // a graph variable's end: the next replay finds it clean (graph.h)
-      uses[i].var->error = nullptr;
+  // Read now: after its last grant below, an op with successors may touch neither the instance nor the plan.
+  const bool retires = kRanHere && planned.retires;  // an async op retires once its function has returned too
+  const GraphPlan::Use* const uses_end = plan.uses(planned) + (planned.uses.end - planned.uses.begin);
+  for (const GraphPlan::Use* use = plan.uses(planned); use != uses_end; ++use) {
+    if (use->access != Access::kWrite && use->access != Access::kAccumulate) continue;
+    if (use->clears) [[unlikely]] {  // a graph variable's end: the next replay finds it clean (graph.h)
+      use->var->error = nullptr;
       continue;
     }
-    if (error != nullptr) core_.poison(uses[i].var, uses[i].tag, error, instance->owner);
-    if (uses[i].counts_version) uses[i].var->count_mutation();
+    if (error != nullptr) core_.poison(use->var, use->tag, error, instance->owner);
+    if (use->counts_version) use->var->count_mutation();
   }
   if (planned.tokens.begin != planned.tokens.end) [[unlikely]]
     hand_on_tokens(*op, planned, ready);
@@ -264,27 +276,34 @@ void GraphRunner::complete(GraphOp* op, const GraphPlan::Op& planned, const std:
     join.pending.store(plan.joins()[*covered].covers, std::memory_order_relaxed);  // for the next replay
     join.use.var->complete(join.use, nullptr, granted);
   }
-  if (traced != 0) core_.trace().flows(plan, index_of(op), traced, granted);  // the pushed ops it released
+  if (traced != 0) core_.trace().flows(plan, index, traced, granted);  // the pushed ops it released
   while (OpNode* node = granted.pop_front()) core_.route(node, ready, op);
+  // The chained successor (graph_plan.h, Chains): nothing else grants it, so it is this thread's to run next, ungranted
+  // (its count stays at its planned value, as the next replay needs it), unless something else was made ready or the
+  // replay is watched.
+  if (kRanHere && planned.chained && ready.empty() && traced == 0 && core_.observing() == nullptr) {
+    return *plan.successors(planned);
+  }
   const std::uint32_t* successor = plan.successors(planned);
   const std::uint32_t* const end = successor + (planned.successors.end - planned.successors.begin);
   const auto size = static_cast<std::uint32_t>(plan.size());
   for (; successor != end; ++successor) {
-    std::uint32_t index = *successor;
-    if (index >= size) {  // a relay (graph_plan.h, Fan-ins): the last of its predecessors grants its op
-      GraphRelay& relay = instance->relays[index - size];
+    std::uint32_t next_index = *successor;
+    if (next_index >= size) {  // a relay (graph_plan.h, Fan-ins): the last of its predecessors grants its op
+      GraphRelay& relay = instance->relays[next_index - size];
       if (!relay.grant()) continue;
-      const GraphPlan::Relay& planned_relay = plan.relays()[index - size];
+      const GraphPlan::Relay& planned_relay = plan.relays()[next_index - size];
       relay.reset_wait(planned_relay.wait);  // for the next replay: nothing grants the relay again in this one
-      index = planned_relay.target;
+      next_index = planned_relay.target;
     }
-    GraphOp& next = ops[index];
+    GraphOp& next = ops[next_index];
     if (!next.grant()) continue;
     // `next` is ours: the instance cannot end while its arrow is drawn.
-    if (traced != 0) core_.trace().replay_release(plan, index_of(op), index, traced);
+    if (traced != 0) core_.trace().replay_release(plan, index, next_index, traced);
     made_ready(next, ready, op);
   }
-  if (retire) retire_instance(instance);
+  if (retires) retire_instance(instance);
+  return kUnchained;
 }
 
 // With `from`, an arrow from that op to each replayed op the join makes ready (the boundary of a replay, crossed

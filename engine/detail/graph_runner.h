@@ -53,8 +53,9 @@ class GraphRunner {
 
   // graph_runner.cpp (Engine::Replay).
   void replay(const Graph& graph, const ReplayOptions& options);
-  // Runs replayed op `op` on `worker` (ExecutorHost::execute), its successors to `ready`.
-  void execute(GraphOp* op, int worker, TaskList& ready) noexcept;
+  // Runs replayed op `first` on `worker` (ExecutorHost::execute), and the ops chained to it (graph_plan.h, Chains);
+  // their other successors to `ready`.
+  void execute(GraphOp* first, int worker, TaskList& ready) noexcept;
   // A join its queue granted: grants the ops it stands for (graph_plan.h, Joins). `from`: the trace id of the op whose
   // completion granted it, for arrows to those ops; 0: untraced.
   // `completed`: the op whose completion granted it on this thread, or null at the replay (made_ready()).
@@ -65,10 +66,16 @@ class GraphRunner {
   void retire_async(OpRecord* record) noexcept;
 
  private:
-  // Completes a replayed op: poisons and counts what it mutates, completes the joins it was the last to cover, grants
-  // its successors, and retires it if `retire` (graph_plan.h, Retirement).
-  void complete(GraphOp* op, const GraphPlan::Op& planned, const std::exception_ptr& error, TaskList& ready,
-                bool retire) noexcept;
+  // What complete() returns when no chained op is to run next.
+  static constexpr std::uint32_t kUnchained = ~std::uint32_t{0};
+  // Completes op `index` of `instance`, planned as `planned`: poisons and counts what it mutates, completes the joins
+  // it was the last to cover, and grants its successors. kRanHere: its function returned on this thread (execute());
+  // false for an async op's Completion. With it, a sink retires (graph_plan.h, Retirement), and a chained op whose
+  // completion made nothing else ready does not grant its successor but returns its index, for the caller to run next
+  // (graph_plan.h, Chains; not while an observer or a trace watches the replay). Else it returns kUnchained.
+  template <bool kRanHere>
+  std::uint32_t complete(GraphInstance* instance, std::uint32_t index, const GraphPlan::Op& planned,
+                         const std::exception_ptr& error, TaskList& ready) noexcept;
   // Groups of accumulations (graph_plan.h, Groups): whether `op` holds the token of each group it is a member of,
   // taking them all at once (false: parked on one, holding none, to be made ready again when its holder completes);
   // its completion's freeing of each; and the unparking of a free token's first parked member, handed the token if it

@@ -67,7 +67,7 @@ OpEvent Observers::event_of(const GraphOp& op) const noexcept {
   const std::uint32_t index = detail::index_of(op);
   const ObservedOp& observed = instance.observed[index];
   return OpEvent{.id = observed.id,
-                 .name = instance.plan.op(index).name_view(),
+                 .name = instance.plan.name_of(instance.plan.op(index)),
                  .executor = index_of(op.executor()),
                  .replay = instance.replay,
                  .pushed_at = observed.pushed_at,

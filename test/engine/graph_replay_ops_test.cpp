@@ -209,13 +209,7 @@ TEST_CASE("traces and in-flight reports with replays", "[graph][trace]") {
       }
       // Arrows: a -> b inside each replay (b's last grant is a's), and across each replay's boundary, both ways:
       // what was pushed before it on v0 releases its a (held, then pushed i - 1), and its b releases pushed i (v2).
-      std::vector<std::pair<std::string, std::string>> arrows;
-      for (const TraceFile::Flow& flow : trace.flows) {
-        REQUIRE(trace.slices.count(flow.from) == 1);
-        REQUIRE(trace.slices.count(flow.to) == 1);
-        arrows.emplace_back(trace.slices.at(flow.from).name, trace.slices.at(flow.to).name);
-      }
-      std::sort(arrows.begin(), arrows.end());
+      const std::vector<std::pair<std::string, std::string>> arrows = named_arrows(trace);
       std::vector<std::pair<std::string, std::string>> expected_arrows;
       for (int i = 0; i < kRounds; ++i) {
         const std::string replay = " (replay " + std::to_string(i) + ")";

@@ -1,8 +1,10 @@
 // Graphs (engine/graph.h; Engine::Capture and Engine::Replay in engine.h), randomized: a step of pushes captured once
 // and replayed many times must behave exactly as if its ops were pushed again, in captured order, at the replay.
 //
-// - The oracle. Random graphs over 12 variables (ops reading 0 to 4 variables and mutating 1 or 2, with bodies that
-//   fold their id, RunContext::replay and what they read into what they write) are captured once, while other ops are
+// - The oracle. Random graphs over 12 variables (ops reading 0 to 4 variables and mutating 1 or 2; and chain-heavy
+// ones,
+//   whose ops mutate one and mostly read none; with bodies that fold their id, RunContext::replay and what they read
+//   into what they write) are captured once, while other ops are
 //   in flight, and replayed 20 times, interleaved with ordinary pushes from the capturing thread and, in a second mode,
 //   with ordinary pushes from a second thread on the same variables. Every op instance records what it observed
 //   (order_oracle.h); a total order must explain the run, and a serial execution in that order (and, with one pusher,
@@ -59,11 +61,14 @@ struct GraphWorkload {
   std::vector<const OpSpec*> spec_of;    // per id
 };
 
+// The graph's ops: random_op()'s, or random_chain_op()'s.
+using MakeOp = OpSpec (*)(std::mt19937_64&, std::uint32_t);
+
 GraphWorkload generate_graph_workload(std::uint64_t seed, int pushers, std::size_t graph_ops, std::size_t replays,
-                                      std::size_t other_ops) {
+                                      std::size_t other_ops, MakeOp make_op) {
   std::mt19937_64 rng(seed);
   GraphWorkload w;
-  for (std::size_t i = 0; i < graph_ops; ++i) w.graph.push_back(random_op(rng, kOracleVars));
+  for (std::size_t i = 0; i < graph_ops; ++i) w.graph.push_back(make_op(rng, kOracleVars));
   for (std::size_t i = 0; i < 8; ++i) w.prefix.push_back(random_op(rng, kOracleVars));
   for (std::size_t k = 0; k < replays; ++k) {
     const std::size_t pushes = rng() % 6;
@@ -212,14 +217,18 @@ TEST_CASE("replays equal serial execution of the captured ops, among pushes from
   factories.push_back(host_stream_factory());
   for (const auto& factory : factories) {
     DYNAMIC_SECTION(factory.name) {
-      for (int pushers : {1, 2}) {
+      for (int mode = 0; mode < 4; ++mode) {  // 1 and 2 pushers; random graphs, then chain-heavy ones
+        const int pushers = 1 + mode % 2;
+        const bool chains = mode >= 2;
         for (std::uint64_t seed : seeds) {
           std::ostringstream where;
-          where << factory.name << ", " << pushers << " pushers, DEPENGINE_TEST_SEED=" << seed;
+          where << factory.name << ", " << pushers << " pushers, " << (chains ? "chain-heavy" : "random")
+                << " graph, DEPENGINE_TEST_SEED=" << seed;
           INFO(where.str());
           Watchdog watchdog("graph oracle");
           watchdog.note(where.str());
-          const GraphWorkload w = generate_graph_workload(seed, pushers, 32, 20, other_ops);
+          const GraphWorkload w =
+              generate_graph_workload(seed, pushers, 32, 20, other_ops, chains ? random_chain_op : random_op);
           const GraphOutcome outcome = run_graph_workload(factory, w, seed);
           CHECK(outcome.graph_size == w.graph.size());
           CHECK(outcome.ran_at_capture == 0);
@@ -250,20 +259,21 @@ TEST_CASE("replays equal serial execution of the captured ops, among pushes from
   }
 }
 
-// `threads` threads each replay a random graph of 40 ops over 8 variables `replays` times in a row, without waits,
-// under max_in_flight 64: a replay is admitted whole and counts as in flight until its last op completes, so two never
-// fit at once and no more than 40 ops are ever in flight (admitted op by op, a second replay would fill the bound).
-// Every op instance records what it observed; the replays are the oracle's pushers (each runs the graph's ops in
-// captured order), a total order must explain the run and a serial execution in it must reproduce every value. With one
-// thread, replay k is the k-th call, so serial execution in call order must match as well.
-void check_replays(const ExecutorFactory& factory, int threads, std::size_t replays, std::uint64_t seed) {
+// `threads` threads each replay a random graph of 40 ops (made by `make_op`) over 8 variables `replays` times in a row,
+// without waits, under max_in_flight 64: a replay is admitted whole and counts as in flight until its last op
+// completes, so two never fit at once and no more than 40 ops are ever in flight (admitted op by op, a second replay
+// would fill the bound). Every op instance records what it observed; the replays are the oracle's pushers (each runs
+// the graph's ops in captured order), a total order must explain the run and a serial execution in it must reproduce
+// every value. With one thread, replay k is the k-th call, so serial execution in call order must match as well.
+void check_replays(const ExecutorFactory& factory, int threads, std::size_t replays, std::uint64_t seed,
+                   MakeOp make_op) {
   constexpr std::uint32_t kVars = 8;
   constexpr std::size_t kGraphOps = 40;
   constexpr std::size_t kBound = 64;
   static_assert(2 * kGraphOps > kBound && kGraphOps <= kBound);
   std::mt19937_64 rng(seed);
   std::vector<OpSpec> ops;
-  for (std::size_t i = 0; i < kGraphOps; ++i) ops.push_back(random_op(rng, kVars));
+  for (std::size_t i = 0; i < kGraphOps; ++i) ops.push_back(make_op(rng, kVars));
   const std::size_t total = replays * static_cast<std::size_t>(threads);
   const std::vector<std::vector<OpSpec>> programs(total, ops);  // one per replay
   OrderOracle oracle(kVars, programs);
@@ -337,14 +347,17 @@ TEST_CASE("100 replays in a row under a small bound, from one thread and from tw
   const std::size_t replays = sized(100, 40, 100);
   for (const auto& factory : cpu_factories()) {
     DYNAMIC_SECTION(factory.name) {
-      for (int threads : {1, 2}) {
+      for (int mode = 0; mode < 4; ++mode) {  // 1 and 2 replaying threads; random graphs, then chain-heavy ones
+        const int threads = 1 + mode % 2;
+        const bool chains = mode >= 2;
         for (std::uint64_t seed : test_seeds()) {
           std::ostringstream where;
-          where << factory.name << ", " << threads << " replaying threads, DEPENGINE_TEST_SEED=" << seed;
+          where << factory.name << ", " << threads << " replaying threads, " << (chains ? "chain-heavy" : "random")
+                << " graph, DEPENGINE_TEST_SEED=" << seed;
           INFO(where.str());
           Watchdog watchdog("graph back-pressure");
           watchdog.note(where.str());
-          check_replays(factory, threads, replays, seed);
+          check_replays(factory, threads, replays, seed, chains ? random_chain_op : random_op);
         }
       }
     }

@@ -115,6 +115,16 @@ inline OpSpec random_op(std::mt19937_64& rng, std::uint32_t num_vars) {
   return op;
 }
 
+// An op of a chain-heavy graph: it mutates one of the variables, and reads one other one time in four. Most such ops
+// have one successor, the next op on their variable, which waits for them alone: a replay runs it right after them on
+// the same thread (engine/detail/graph_plan.h, Chains).
+inline OpSpec random_chain_op(std::mt19937_64& rng, std::uint32_t num_vars) {
+  OpSpec op;
+  op.mutates.push_back(static_cast<std::uint32_t>(rng() % num_vars));
+  if (rng() % 4 == 0) op.reads.push_back(static_cast<std::uint32_t>(rng() % num_vars));
+  return op;
+}
+
 // The body of every op of the randomized tests: folds the op's id, the replay that runs it (RunContext::replay; -1
 // for a pushed op) and what it reads, in list order, into every variable it mutates. Returns the fold.
 inline std::uint64_t run_op(const OpSpec& op, std::uint64_t id, std::int64_t replay,

@@ -4,6 +4,7 @@
 
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <catch2/catch.hpp>
 #include <cstdint>
@@ -12,6 +13,7 @@
 #include <map>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace depengine::test {
@@ -104,6 +106,18 @@ inline TraceFile read_trace(const std::string& path) {
   }
   if (json.contains("otherData")) trace.critical_path_text = json.at("otherData").value("critical path", "");
   return trace;
+}
+
+// The trace's arrows as (from, to) pairs of slice names, sorted; every arrow must join two op slices.
+inline std::vector<std::pair<std::string, std::string>> named_arrows(const TraceFile& trace) {
+  std::vector<std::pair<std::string, std::string>> arrows;
+  for (const TraceFile::Flow& flow : trace.flows) {
+    REQUIRE(trace.slices.count(flow.from) == 1);
+    REQUIRE(trace.slices.count(flow.to) == 1);
+    arrows.emplace_back(trace.slices.at(flow.from).name, trace.slices.at(flow.to).name);
+  }
+  std::sort(arrows.begin(), arrows.end());
+  return arrows;
 }
 
 // A path in the test's temporary directory, unique to this process and call.
