@@ -4,6 +4,8 @@
 // - A chain runs in order in every replay, counts each mutation (Version), and runs again in the next replay, with
 //   pushes on its variable between replays.
 // - An op of a chain failing skips the rest of the chain in that replay only.
+// - A chain followed in one replay and granted op by op in the next (its completion made another op ready too) runs
+//   each op once in each: a followed op's count, never taken down, is right for the next replay.
 // - On the inline executor, a chained op runs right after its predecessor, before an op made ready earlier: the
 //   chain is followed without going back to the executor.
 // - Watched, a chain is granted op by op as any other: each op is told ready once to an observer, and a trace draws
@@ -16,6 +18,7 @@
 #include <catch2/catch.hpp>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <utility>
