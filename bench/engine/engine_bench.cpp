@@ -17,7 +17,7 @@
 //
 //   bench_engine [--runs N] [--json FILE] [--smoke]
 //   bench_engine --count WORKLOAD K     (for bench/engine/count_instructions.sh: K ops pushed)
-//   bench_engine --count-replay WORKLOAD K   (the same: K replays of a step of kCountedStep ops)
+//   bench_engine --count-replay WORKLOAD STEP K   (the same: K replays of WORKLOAD's first STEP ops)
 //   DEPENGINE_BENCH_MAX_IN_FLIGHT=N bench_engine ...   every engine's EngineOptions::max_in_flight (default: the
 //                                                       engine's, 2^16): how far the pusher may run ahead; the
 //                                                       replayed rows are left out when N < 10^4 (a replayed
@@ -141,20 +141,15 @@ int count_mode(std::string_view name, std::size_t ops) {
   return 0;
 }
 
-// The step --count-replay replays: small enough that callgrind runs a replay quickly, large enough that what a replay
-// does once (taking an instance, locking the joins' variables) is a small part of it.
-constexpr std::size_t kCountedStep = 2000;
-
-// The replays that count_instructions.sh has callgrind collect (--toggle-collect), so its name must stay unique.
 [[gnu::noinline]] void counted_replays(Engine& engine, const Graph& graph, std::size_t replays) {
   for (std::size_t k = 0; k < replays; ++k) engine.Replay(graph);
   engine.WaitForAll();
 }
 
-// --count-replay WORKLOAD K: WORKLOAD's first kCountedStep ops captured on the inline executor and replayed twice
-// (taking the graph's instance), then counted_replays() of K replays.
-int count_replay_mode(std::string_view name, std::size_t replays) {
-  const Workload workload = counted_workload(name, kCountedStep);
+// --count-replay WORKLOAD STEP K: WORKLOAD's first STEP ops captured on the inline executor and replayed twice (taking
+// the graph's instance), then counted_replays() of K replays.
+int count_replay_mode(std::string_view name, std::size_t step, std::size_t replays) {
+  const Workload workload = counted_workload(name, step);
   Engine engine(inline_options());
   const std::vector<Var> vars = make_vars(engine, workload);
   {
@@ -274,11 +269,12 @@ int main(int argc, char** argv) try {
   using namespace depengine;
   using namespace depengine::bench;
   if (argc == 4 && std::string_view(argv[1]) == "--count") return count_mode(argv[2], std::stoul(argv[3]));
-  if (argc == 4 && std::string_view(argv[1]) == "--count-replay") {
-    return count_replay_mode(argv[2], std::stoul(argv[3]));
+  if (argc == 5 && std::string_view(argv[1]) == "--count-replay") {
+    return count_replay_mode(argv[2], std::stoul(argv[3]), std::stoul(argv[4]));
   }
-  const Options options =
-      parse_options(argc, argv, "[--runs N] [--json FILE] [--smoke] | --count WORKLOAD K | --count-replay WORKLOAD K");
+  const Options options = parse_options(argc, argv,
+                                        "[--runs N] [--json FILE] [--smoke] | --count WORKLOAD K | "
+                                        "--count-replay WORKLOAD STEP K");
   const std::vector<Workload> workloads = standard_workloads(options.smoke);
   const std::vector<System> systems = {
       {"depengine-inline", 1, [] { return std::make_unique<InlineExecutor>(); }, true, Observing::kNothing, true},
