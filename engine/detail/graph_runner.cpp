@@ -2,6 +2,7 @@
 // of stream ops pushed as one op and run at its issue (stream_graph.h).
 #include <algorithm>
 #include <string>
+#include <string_view>
 #include <utility>
 
 #include <depengine/engine/detail/engine_core.h>
@@ -149,12 +150,18 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
 
 // Runs an op of a replay, and then each op chained to the one before (graph_plan.h, Chains): each through the op gate
 // and the core's run, as a pushed op (EngineCore::execute); then completed (an async op: when its Completion is
-// called).
+// called). What the ops of the run share is set once: the running scope (they have one owner, and a pushed op's scope
+// spans its completion too), the run context's worker and replay, and whether a trace records.
 void GraphRunner::execute(GraphOp* first, int worker, TaskList& ready) noexcept {
   GraphInstance* const instance = first->instance;
   GraphPlan& plan = instance->plan;
   std::uint32_t index = index_of(first);
   first->reset_wait(plan.op(index).wait);  // for the next replay: nothing grants the op again in this one
+  const RunningScope running(&core_, &ready, instance->owner);
+  TraceRecorder* const trace = instance->trace_ops != 0 ? core_.trace().recorder() : nullptr;
+  RunContext ctx;
+  ctx.worker = worker;
+  ctx.replay = instance->replay;
   for (;;) {
     GraphPlan::Op& planned = plan.op(index);
     GraphOp* const op = &instance->ops[index];  // read only where needed: a chained op's line may be in another cache
@@ -173,17 +180,14 @@ void GraphRunner::execute(GraphOp* first, int worker, TaskList& ready) noexcept 
       if (observers != nullptr) [[unlikely]]
         observers->ended(*op, verdict.cancelled ? OpOutcome::kCancelled : OpOutcome::kSkipped, &error);
     } else {
-      const RunningScope running(&core_, &ready, instance->owner);
-      RunContext ctx{plan.name_of(planned), worker, planned.executor, nullptr, nullptr, scope};
-      if (planned.no_skip) [[unlikely]] {
-        const std::uint32_t failed = OpGate::failed_input(uses, num_uses);
-        if (failed != num_uses) {
-          ctx.input_error = &uses[failed].var->error;
-          ctx.input_error_var = core_.vars().handle(uses[failed].var, uses[failed].tag);
-        }
-      }
-      ctx.replay = instance->replay;
-      TraceRecorder* trace = instance->trace_ops != 0 ? core_.trace().recorder() : nullptr;
+      // The name goes to call() from here, not read back from ctx: that would be one 16-byte load of two 8-byte stores
+      // just made, which waits for them to leave the store buffer (2 ns of a replayed fan-out reader's 28).
+      const std::string_view name = plan.name_of(planned);
+      ctx.name = name;
+      ctx.executor = planned.executor;
+      ctx.scope = scope;
+      if (planned.no_skip) [[unlikely]]
+        note_input_error(uses, num_uses, ctx);
       const std::int64_t start = trace != nullptr ? trace->now() : 0;
       if (observers != nullptr) [[unlikely]]
         observers->started(*op, worker);
@@ -196,12 +200,16 @@ void GraphRunner::execute(GraphOp* first, int worker, TaskList& ready) noexcept 
         record->replayed = op;
         record->async = true;
         record->owner = instance->owner;
-        core_.call_async(record, planned.fn, ctx, plan.name_of(planned));
+        core_.call_async(record, planned.fn, ctx, name);
       } else {
-        core_.call(planned.fn, ctx, plan.name_of(planned), instance->owner, error);
+        core_.call(planned.fn, ctx, name, instance->owner, error);
         if (observers != nullptr) [[unlikely]]
           observers->ended(*op, error != nullptr ? OpOutcome::kFailed : OpOutcome::kRan,
                            error != nullptr ? &error : nullptr);
+      }
+      if (planned.no_skip) [[unlikely]] {  // not told to the next op of the run
+        ctx.input_error = nullptr;
+        ctx.input_error_var = Var{};
       }
       if (trace != nullptr) {
         core_.trace().replayed_op(plan, planned, instance->trace_ops + index, instance->replay, planned.executor,
@@ -219,6 +227,14 @@ void GraphRunner::execute(GraphOp* first, int worker, TaskList& ready) noexcept 
     if (index == kUnchained) [[likely]]
       return;
   }
+}
+
+// For a no_skip op about to run: the error an input carries, if any, and that input (RunContext::input_error).
+void GraphRunner::note_input_error(const GraphPlan::Use* uses, std::uint32_t num_uses, RunContext& ctx) const noexcept {
+  const std::uint32_t failed = OpGate::failed_input(uses, num_uses);
+  if (failed == num_uses) return;
+  ctx.input_error = &uses[failed].var->error;
+  ctx.input_error_var = core_.vars().handle(uses[failed].var, uses[failed].tag);
 }
 
 void GraphRunner::complete_async(OpRecord* record, const std::exception_ptr& error, TaskList& ready) noexcept {

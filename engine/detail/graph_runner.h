@@ -25,6 +25,7 @@
 #include <depengine/engine/detail/graph_plan.h>
 #include <depengine/engine/detail/op_record.h>
 #include <depengine/engine/graph.h>
+#include <depengine/engine/run_context.h>
 #include <depengine/executors/executor.h>
 
 namespace depengine::detail {
@@ -74,8 +75,12 @@ class GraphRunner {
   // completion made nothing else ready does not grant its successor but returns its index, for the caller to run next
   // (graph_plan.h, Chains; not while an observer or a trace watches the replay). Else it returns kUnchained.
   template <bool kRanHere>
-  std::uint32_t complete(GraphInstance* instance, std::uint32_t index, const GraphPlan::Op& planned,
-                         const std::exception_ptr& error, TaskList& ready) noexcept;
+  [[gnu::always_inline]] inline std::uint32_t complete(GraphInstance* instance, std::uint32_t index,
+                                                       const GraphPlan::Op& planned, const std::exception_ptr& error,
+                                                       TaskList& ready) noexcept;
+  // For a no_skip op about to run with `ctx`: the first of its `num_uses` inputs `uses` that carries an error, and that
+  // error (RunContext::input_error, input_error_var), if any.
+  void note_input_error(const GraphPlan::Use* uses, std::uint32_t num_uses, RunContext& ctx) const noexcept;
   // Groups of accumulations (graph_plan.h, Groups): whether `op` holds the token of each group it is a member of,
   // taking them all at once (false: parked on one, holding none, to be made ready again when its holder completes);
   // its completion's freeing of each; and the unparking of a free token's first parked member, handed the token if it

@@ -4,6 +4,8 @@
 // - A chain runs in order in every replay, counts each mutation (Version), and runs again in the next replay, with
 //   pushes on its variable between replays.
 // - An op of a chain failing skips the rest of the chain in that replay only.
+// - A no_skip op of a chain is told its input error; the ops after it in the chain, which share its run context, are
+//   not.
 // - A chain followed in one replay and granted op by op in the next (its completion made another op ready too) runs
 //   each op once in each: a followed op's count, never taken down, is right for the next replay.
 // - On the inline executor, a chained op runs right after its predecessor, before an op made ready earlier: the
@@ -150,6 +152,47 @@ TEST_CASE("a chain granted op by op in one replay and followed in the next runs 
         REQUIRE(b.load(std::memory_order_relaxed) == r + 1);
         REQUIRE(w.load(std::memory_order_relaxed) == (r + 1) / 2);
       }
+    }
+  }
+}
+
+TEST_CASE("in a replayed chain, a no_skip op's input error is told to that op alone", "[graph][chains][errors]") {
+  constexpr int kReplays = 3;
+  for (const auto& factory : cpu_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("input errors in a chain on " + factory.name);
+      Engine engine(factory.options());
+      const Var bad = engine.NewVariable(), good = engine.NewVariable(), out = engine.NewVariable();
+      engine.Push([] { throw OpFailure(31); }, {}, {bad});
+      // What each op of the chain was told in each replay: the id of its input error (0: none), and the variable.
+      struct Told {
+        int error = -2;
+        Var var;
+      };
+      std::vector<std::vector<Told>> told(3);
+      auto tell = [&told](int op) {
+        return [&told, op](const RunContext& ctx) {
+          const int id = ctx.input_error == nullptr ? 0 : thrown_id([&] { std::rethrow_exception(*ctx.input_error); });
+          told[static_cast<std::size_t>(op)].push_back({id, ctx.input_error_var});
+        };
+      };
+      // out chains the three: the second and the third wait for the one before alone. Only the first reads.
+      const Graph graph = engine.Capture([&] {
+        engine.Push(tell(0), {good, bad}, {out}, {.no_skip = true});
+        engine.Push(tell(1), {}, {out}, {.no_skip = true});
+        engine.Push(tell(2), {}, {out});
+      });
+      for (int r = 0; r < kReplays; ++r) engine.Replay(graph);
+      CHECK_NOTHROW(engine.WaitForVar(out));
+      for (std::size_t op = 0; op < told.size(); ++op) {
+        INFO("op " << op);
+        REQUIRE(told[op].size() == static_cast<std::size_t>(kReplays));
+        for (const Told& t : told[op]) {
+          CHECK(t.error == (op == 0 ? 31 : 0));
+          CHECK(t.var == (op == 0 ? bad : Var{}));
+        }
+      }
+      CHECK(thrown_id([&] { engine.WaitForVar(bad); }) == 31);
     }
   }
 }
