@@ -320,8 +320,9 @@ class Engine {
   // empty graph, a graph of another engine, a graph that names a variable deleted since, and inside a Capture.
   // Cost: one spinlock per distinct variable of the graph and no allocation once as many replays of the graph have
   // been in flight at once as will be; each op then costs its run, a check of its inputs' errors, and one atomic grant
-  // per dependency among the graph's ops. In traces, a replayed op's slice is named "<name> (replay k)", with arrows
-  // among the ops of one replay, and between them and the pushed ops they release or are released by.
+  // per dependency among the graph's ops (none for an op that waits for one alone). In traces, a replayed op's slice
+  // is named "<name> (replay k)", with arrows among the ops of one replay, and between them and the pushed ops they
+  // release or are released by.
   // With options.scope, every op of this replay belongs to that scope instead of the ones it was captured with
   // (graph.h, "Cancel scopes"); without, the replay pays nothing for the option but a branch.
   void Replay(const Graph& graph, const ReplayOptions& options = {});

@@ -79,6 +79,10 @@ Graph GraphRunner::end_capture() {
                 " ops, more than EngineOptions::max_in_flight (" + std::to_string(core_.in_flight().max()) +
                 "), so no replay of it could be admitted; raise the bound or capture a smaller step");
   }
+  if (ops.size() > GraphPlan::kMaxOps) {
+    throw Error("Capture: the graph has " + std::to_string(ops.size()) + " ops, more than a graph holds (" +
+                std::to_string(GraphPlan::kMaxOps) + "); capture a smaller step");
+  }
   if (ops.empty()) return Graph();
   if (core_.has_streams()) {
     const std::uint32_t executor = core_.executor_index(ops.front().executor);

@@ -169,7 +169,7 @@ GraphPlan::GraphPlan(std::uint32_t engine_id, std::vector<CapturedOp> captured) 
   }
   for (std::uint32_t i = 0; i < count; ++i) {
     ops_[i].successors.begin = static_cast<std::uint32_t>(successors_.size());
-    successors_.insert(successors_.end(), successors[i].begin(), successors[i].end());
+    for (const std::uint32_t s : successors[i]) successors_.push_back(s < count && ops_[s].wait == 1 ? s | kSole : s);
     ops_[i].successors.end = static_cast<std::uint32_t>(successors_.size());
     ops_[i].covers.begin = static_cast<std::uint32_t>(covered_.size());
     covered_.insert(covered_.end(), covers[i].begin(), covers[i].end());

@@ -104,7 +104,8 @@ void GraphRunner::replay(const Graph& graph, const ReplayOptions& options) {
       const std::uint32_t* target = plan->targets(joins[j]);
       for (std::uint32_t t = joins[j].targets.begin; t < joins[j].targets.end; ++t, ++target) {
         GraphOp& op = instance->ops[*target];
-        if (op.take_grant_locked() == 0) ready.push_back(&op);
+        // Granted alone: not counted (graph_plan.h, Sole grants).
+        if (plan->op(*target).wait == 1 || op.take_grant_locked() == 0) ready.push_back(&op);
       }
     }
     // relaxed: the later decrements come from the joins' grants, which the replaying thread gives below, or from the
@@ -156,7 +157,8 @@ void GraphRunner::execute(GraphOp* first, int worker, TaskList& ready) noexcept 
   GraphInstance* const instance = first->instance;
   GraphPlan& plan = instance->plan;
   std::uint32_t index = index_of(first);
-  first->reset_wait(plan.op(index).wait);  // for the next replay: nothing grants the op again in this one
+  // For the next replay: nothing grants the op again in this one. An op granted alone was never counted down.
+  if (const std::int32_t wait = plan.op(index).wait; wait > 1) first->reset_wait(wait);
   const RunningScope running(&core_, &ready, instance->owner);
   TraceRecorder* const trace = instance->trace_ops != 0 ? core_.trace().recorder() : nullptr;
   RunContext ctx;
@@ -298,25 +300,30 @@ std::uint32_t GraphRunner::complete(GraphInstance* instance, std::uint32_t index
   // (its count stays at its planned value, as the next replay needs it), unless something else was made ready or the
   // replay is watched.
   if (kRanHere && planned.chained && ready.empty() && traced == 0 && core_.observing() == nullptr) {
-    return *plan.successors(planned);
+    return *plan.successors(planned) & ~GraphPlan::kSole;  // it waits for this op alone
   }
   const std::uint32_t* successor = plan.successors(planned);
   const std::uint32_t* const end = successor + (planned.successors.end - planned.successors.begin);
   const auto size = static_cast<std::uint32_t>(plan.size());
   for (; successor != end; ++successor) {
-    std::uint32_t next_index = *successor;
-    if (next_index >= size) {  // a relay (graph_plan.h, Fan-ins): the last of its predecessors grants its op
-      GraphRelay& relay = instance->relays[next_index - size];
+    const std::uint32_t entry = *successor;
+    GraphOp* next;
+    if (entry < size) [[likely]] {
+      next = &ops[entry];
+      if (!next->grant()) continue;
+    } else if (entry >= GraphPlan::kSole) {  // it waits for this grant alone (graph_plan.h, Sole grants)
+      next = &ops[entry ^ GraphPlan::kSole];
+    } else {  // a relay (graph_plan.h, Fan-ins): the last of its predecessors grants its op
+      GraphRelay& relay = instance->relays[entry - size];
       if (!relay.grant()) continue;
-      const GraphPlan::Relay& planned_relay = plan.relays()[next_index - size];
+      const GraphPlan::Relay& planned_relay = plan.relays()[entry - size];
       relay.reset_wait(planned_relay.wait);  // for the next replay: nothing grants the relay again in this one
-      next_index = planned_relay.target;
+      next = &ops[planned_relay.target];
+      if (!next->grant()) continue;
     }
-    GraphOp& next = ops[next_index];
-    if (!next.grant()) continue;
     // `next` is ours: the instance cannot end while its arrow is drawn.
-    if (traced != 0) core_.trace().replay_release(plan, index, next_index, traced);
-    made_ready(next, ready, op);
+    if (traced != 0) core_.trace().replay_release(plan, index, static_cast<std::uint32_t>(next - ops), traced);
+    made_ready(*next, ready, op);
   }
   if (retires) retire_instance(instance);
   return kUnchained;
@@ -333,7 +340,7 @@ void GraphRunner::grant_join(GraphJoin* join, TaskList& ready, const void* compl
   const std::uint64_t traced = from != 0 ? instance->trace_ops : 0;
   for (std::uint32_t t = planned.targets.begin; t < planned.targets.end; ++t, ++target) {
     GraphOp& op = instance->ops[*target];
-    if (!op.grant()) continue;
+    if (instance->plan.op(*target).wait != 1 && !op.grant()) continue;  // granted alone: not counted (Sole grants)
     if (traced != 0) core_.trace().join_release(from, traced + *target, planned.var, planned.tag);
     made_ready(op, ready, completed);
   }

@@ -7,6 +7,8 @@
 //   read pushed after a graph that ends in a read joins that read; a later write waits for all of them.
 // - Version counts the graph's mutations, exactly inside the ops.
 // - Fan-ins: an op with more predecessors than a replayed op takes directly (graph_plan.h) starts after every one.
+// - Sole grants: an op that waits for one grant alone (one predecessor, or one join; graph_plan.h) runs once in every
+//   replay and after that grant, whether its join is granted at the replay or later by its queue.
 //
 // Scope: synchronous ops on the CPU executors (inline, thread pools of 1 and 2 workers). Where a test needs an op of
 // a graph to hold its thread (a gate the test thread opens; no sleeps), it runs on the pools only, or replays from a
@@ -16,6 +18,7 @@
 #include <catch2/catch.hpp>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <thread>
 #include <vector>
@@ -448,6 +451,78 @@ TEST_CASE("an op with many predecessors in a graph starts after every one of the
         CHECK(reads_seen == std::vector<std::size_t>(kReplays, readers));
         CHECK(sources_right == std::vector<std::size_t>(kReplays, kSources));
       }
+    }
+  }
+}
+
+// The count of such an op is never taken down, nor restored: were it counted in one replay and not restored, the next
+// replay would never run it (and the watchdog would fail the test). On the pools only: the later grants come from a
+// gated writer, which holds a worker.
+TEST_CASE("an op that waits for one grant alone runs once in every replay, its join granted at the replay or later",
+          "[graph][sole]") {
+  constexpr std::size_t kReplays = 8;
+  for (const auto& factory : threadpool_factories()) {
+    DYNAMIC_SECTION(factory.name) {
+      Watchdog watchdog("sole grants on " + factory.name);
+      Engine engine(factory.options());
+      const Var a = engine.NewVariable(), b = engine.NewVariable();
+      // Per replay: how often each op ran, and the replay whose write of b its reader saw.
+      std::vector<std::atomic<int>> read_a(kReplays), wrote_b(kReplays), read_b(kReplays);
+      std::vector<std::int64_t> b_seen(kReplays, -2);
+      std::int64_t b_data = -1;  // b's data: the replay that last wrote it
+      ReplayIndex replay_of(kReplays);
+      const Graph graph = engine.Capture([&] {
+        engine.Push(  // granted by a's head join alone
+            [&](const RunContext& ctx) {
+              if (auto k = replay_of(ctx)) read_a[*k].fetch_add(1, std::memory_order_relaxed);
+            },
+            {a}, {});
+        engine.Push(  // granted by b's middle join alone
+            [&](const RunContext& ctx) {
+              if (auto k = replay_of(ctx)) {
+                wrote_b[*k].fetch_add(1, std::memory_order_relaxed);
+                b_data = static_cast<std::int64_t>(*k);
+              }
+            },
+            {}, {b});
+        engine.Push(  // granted by the writer of b alone
+            [&](const RunContext& ctx) {
+              if (auto k = replay_of(ctx)) {
+                read_b[*k].fetch_add(1, std::memory_order_relaxed);
+                b_seen[*k] = b_data;
+              }
+            },
+            {b}, {});
+      });
+      REQUIRE(graph.size() == 3);
+      std::vector<std::unique_ptr<OpGate>> gates;  // alive until the gated ops have run
+      std::vector<bool> waited_for_gate;
+      for (std::size_t k = 0; k < kReplays; ++k) {
+        if (k % 2 == 0) {
+          engine.WaitForAll();  // a and b free: the replay's joins are granted as it appends them
+          engine.Replay(graph);
+          continue;
+        }
+        // a and b held by a writer at a gate: the joins wait in their queues, and are granted when it completes.
+        OpGate& gate = *gates.emplace_back(std::make_unique<OpGate>());
+        engine.Push([&gate] { gate.pass(); }, {}, {a, b});
+        REQUIRE(gate.reached.wait());
+        engine.Replay(graph);
+        waited_for_gate.push_back(read_a[k].load(std::memory_order_relaxed) == 0 &&
+                                  wrote_b[k].load(std::memory_order_relaxed) == 0);
+        gate.open.set();
+      }
+      engine.WaitForAll();
+      CHECK(replay_of.out_of_range() == 0);
+      CHECK(waited_for_gate == std::vector<bool>(kReplays / 2, true));
+      for (std::size_t k = 0; k < kReplays; ++k) {
+        INFO("replay " << k);
+        CHECK(read_a[k].load(std::memory_order_relaxed) == 1);
+        CHECK(wrote_b[k].load(std::memory_order_relaxed) == 1);
+        CHECK(read_b[k].load(std::memory_order_relaxed) == 1);
+        CHECK(b_seen[k] == static_cast<std::int64_t>(k));
+      }
+      for (const auto& gate : gates) CHECK_FALSE(gate->timed_out.load(std::memory_order_relaxed));
     }
   }
 }
